@@ -1,0 +1,163 @@
+"""Running things: the build, the interleaved schedule, one workload run
+with its environment, the progress line and its time estimate."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def schedule(workloads, runs):
+    """Interleaved order: for each workload, run 1 of every variant, then run
+    2 of every variant, ... so that slow drifts of the machine (thermal,
+    page cache, other tenants) hit all variants alike."""
+    jobs = []
+    for w in workloads:
+        for k in range(runs):
+            for v in w.variants():
+                jobs.append((w, v, k))
+    return jobs
+
+
+def estimate_left(jobs, observed, quick):
+    """Seconds left for `jobs`: a workload's mean observed run time once it
+    has one, its registry estimate before."""
+    total = 0.0
+    for w, _v, _k in jobs:
+        seen = observed.get(w.name)
+        total += sum(seen) / len(seen) if seen else (w.est_quick_s if quick else w.est_s)
+    return total
+
+
+def fmt_duration(s):
+    s = int(round(s))
+    return "%dm%02ds" % (s // 60, s % 60) if s >= 60 else "%ds" % s
+
+
+def build_env(base, variant, lib, stats_file=None):
+    """The environment of one run. plain and pinned must not see pinfast even
+    if the caller's shell preloads it; pinfast gets it first in LD_PRELOAD
+    and is asked for its JSON exit report in stats_file (%p = pid)."""
+    env = dict(base)
+    keep = [p for p in env.get("LD_PRELOAD", "").replace(":", " ").split()
+            if "pinfast" not in os.path.basename(p)]
+    for k in list(env):
+        if k.startswith("PINFAST_STATS"):
+            del env[k]
+    if variant == "pinfast":
+        keep.insert(0, lib)
+        env["PINFAST_STATS"] = "json"
+        if stats_file:
+            env["PINFAST_STATS_FILE"] = stats_file
+    if keep:
+        env["LD_PRELOAD"] = " ".join(keep)
+    else:
+        env.pop("LD_PRELOAD", None)
+    return env
+
+
+def parse_output(stdout):
+    """The workload's JSON line: the last stdout line that is a JSON object
+    with a "workload" key (a library may print other lines)."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and "workload" in doc:
+            return doc
+    return None
+
+
+def command(w, build_dir, quick, pinned):
+    if w.kind == "cuda":
+        cmd = [os.path.join(build_dir, "cuda", w.name)]
+    else:
+        cmd = [sys.executable, os.path.join(ROOT, "bench", "py", w.name + ".py")]
+    cmd += w.args(quick)
+    if pinned:
+        cmd.append("--pinned")
+    return cmd
+
+
+def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout):
+    """Runs one workload once; returns the raw run dict (see results.py)."""
+    stats_files_dir = None
+    stats_file = None
+    if variant == "pinfast":
+        stats_files_dir = os.path.join(stats_dir, "%s-run%d" % (w.name, k + 1))
+        os.makedirs(stats_files_dir, exist_ok=True)
+        stats_file = os.path.join(stats_files_dir, "pf-%p.json")
+    env = build_env(os.environ, variant, lib, stats_file)
+    cmd = command(w, build_dir, quick, variant == "pinned")
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
+                           cwd=os.path.join(ROOT, "bench", "py") if w.kind == "py" else None)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = "timeout", e.stdout or "", "killed after %ss" % timeout
+        out = out.decode() if isinstance(out, bytes) else out
+    except OSError as e:
+        rc, out, err = "oserror", "", str(e)
+    wall = time.time() - t0
+    doc = parse_output(out)
+    if rc == 0 and doc is None:
+        err = (err or "") + "\nno JSON line on stdout"
+    files = sorted(os.listdir(stats_files_dir)) if stats_files_dir else []
+    return {"workload": w.name, "variant": variant, "run": k, "rc": rc if doc or rc != 0 else "nojson",
+            "output": doc, "error": err if rc != 0 or doc is None else "", "stderr_tail": (err or "")[-2000:],
+            "wall_s": wall, "cmd": cmd,
+            "stats_files": [os.path.join(stats_files_dir, f) for f in files]}
+
+
+def machine_name():
+    """A file-name-safe machine label: the GPU model from nvidia-smi, else
+    the host name."""
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        name = p.stdout.strip().splitlines()[0] if p.returncode == 0 and p.stdout.strip() else ""
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        name = ""
+    name = name or socket.gethostname()
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
+
+
+def git_commit():
+    try:
+        p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=10)
+        return p.stdout.strip() if p.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def build(build_dir, workloads, need_lib, log):
+    """Configures the build tree if needed and builds the library and the
+    selected CUDA workloads (only those targets, so a broken unrelated
+    target elsewhere in the tree does not stop a benchmark). Returns True on
+    success."""
+    if not shutil.which("cmake"):
+        log("cmake not found")
+        return False
+    if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+        log("configuring %s" % build_dir)
+        if subprocess.run(["cmake", "-S", ROOT, "-B", build_dir]).returncode != 0:
+            return False
+    targets = [w.target or w.name for w in workloads if w.kind == "cuda"]
+    if need_lib:
+        targets.insert(0, "pinfast")
+    if not targets:
+        return True
+    log("building %s" % " ".join(targets))
+    cmd = ["cmake", "--build", build_dir, "-j", str(os.cpu_count() or 2), "--target"] + targets
+    return subprocess.run(cmd, stdout=sys.stderr).returncode == 0

@@ -1,0 +1,59 @@
+"""Shared bits of the Python workloads: the same one-line JSON report as the
+CUDA workloads (cuda/common.cuh), timing, and a clean skip when a module is
+missing (the harness records the skip instead of a failure)."""
+import json
+import statistics
+import sys
+import time
+
+
+def skip(workload, reason):
+    """Prints a skip record and exits 0: a missing torch/cupy is not a failure."""
+    print(json.dumps({"workload": workload, "skipped": reason}))
+    sys.exit(0)
+
+
+def mismatch(msg):
+    print("MISMATCH: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_size(text):
+    mul = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(float(text[:-1] if mul > 1 else text) * mul)
+
+
+def time_reps(warmup, reps, op, sync):
+    """Runs op() warmup times, then reps times under the host clock, each
+    followed by sync() inside the clock. Returns the list of seconds."""
+    for _ in range(warmup):
+        op()
+        sync()
+    out = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        op()
+        sync()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+class Report:
+    def __init__(self, workload, pinned, params):
+        self.doc = {"workload": workload, "mode": "pinned" if pinned else "pageable",
+                    "params": params, "measurements": [], "verified": True}
+
+    def add(self, name, direction, nbytes, seconds, items=None, unit=None, **extra):
+        s = sorted(seconds)
+        med = statistics.median(s)
+        m = {"name": name, "direction": direction, "bytes": nbytes, "seconds": med,
+             "min_s": s[0], "max_s": s[-1], "reps": len(s)}
+        if nbytes and med > 0:
+            m["gbps"] = nbytes / med / 1e9
+        if unit and med > 0:
+            m.update(unit=unit, items=items, rate=items / med)
+        m.update(extra)
+        self.doc["measurements"].append(m)
+
+    def print(self):
+        print(json.dumps(self.doc), flush=True)
