@@ -1,0 +1,147 @@
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import context  # noqa: F401  (puts bench/ on sys.path)
+from pinbench import runner, workloads
+
+RUN = os.path.join(context.BENCH, "run")
+
+
+class TestSchedule(unittest.TestCase):
+    def test_interleaved(self):
+        sel = workloads.select("churn,small")
+        order = [(w.name, v, k) for w, v, k in runner.schedule(sel, 2)]
+        self.assertEqual(order[:5], [("churn", "plain", 0), ("churn", "pinfast", 0),
+                                     ("churn", "plain", 1), ("churn", "pinfast", 1),
+                                     ("small", "plain", 0)])
+        self.assertEqual(order[5:8], [("small", "pinfast", 0), ("small", "pinned", 0), ("small", "plain", 1)])
+
+    def test_select(self):
+        self.assertEqual(len(workloads.select("all")), len(workloads.WORKLOADS))
+        self.assertEqual([w.name for w in workloads.select("small,sweep")], ["sweep", "small"])
+        with self.assertRaises(ValueError):
+            workloads.select("sweep,nope")
+
+    def test_estimate_uses_observations(self):
+        w = workloads.BY_NAME["churn"]
+        jobs = [(w, "plain", 0), (w, "pinfast", 0)]
+        self.assertEqual(runner.estimate_left(jobs, {}, quick=False), 2 * w.est_s)
+        self.assertEqual(runner.estimate_left(jobs, {}, quick=True), 2 * w.est_quick_s)
+        self.assertEqual(runner.estimate_left(jobs, {"churn": [1.0, 3.0]}, quick=False), 4.0)
+
+    def test_fmt_duration(self):
+        self.assertEqual(runner.fmt_duration(42.4), "42s")
+        self.assertEqual(runner.fmt_duration(125), "2m05s")
+
+
+class TestEnv(unittest.TestCase):
+    base = {"PATH": "/bin", "LD_PRELOAD": "/old/libpinfast.so /x/libother.so", "PINFAST_STATS": "text"}
+
+    def test_plain_sees_no_pinfast(self):
+        env = runner.build_env(self.base, "plain", "/b/libpinfast.so")
+        self.assertEqual(env["LD_PRELOAD"], "/x/libother.so")
+        self.assertNotIn("PINFAST_STATS", env)
+
+    def test_pinfast_preloaded_with_json_report(self):
+        env = runner.build_env({"PATH": "/bin"}, "pinfast", "/b/libpinfast.so", "/t/pf-%p.json")
+        self.assertEqual(env["LD_PRELOAD"], "/b/libpinfast.so")
+        self.assertEqual(env["PINFAST_STATS"], "json")
+        self.assertEqual(env["PINFAST_STATS_FILE"], "/t/pf-%p.json")
+
+    def test_empty_preload_removed(self):
+        env = runner.build_env({"LD_PRELOAD": "/a/libpinfast.so"}, "pinned", "/b/libpinfast.so")
+        self.assertNotIn("LD_PRELOAD", env)
+
+    def test_parse_output_takes_the_workload_line(self):
+        out = 'noise\n{"workload": "x", "measurements": []}\n{"other": 1}\n'
+        self.assertEqual(runner.parse_output(out)["workload"], "x")
+        self.assertIsNone(runner.parse_output("no json here\n{broken"))
+
+
+# A stand-in for a CUDA workload: times depend on the variant it detects
+# from its environment and arguments, and it writes a fake pinfast report.
+FAKE = textwrap.dedent('''\
+    #!%s
+    import json, os, sys
+    pinfast = "PINFAST_STATS_FILE" in os.environ
+    pinned = "--pinned" in sys.argv
+    slow = os.path.basename(sys.argv[0]) == "small"   # pinfast slower here
+    t = 0.1 if pinned else (1.3 if slow else 0.5) if pinfast else 1.0
+    if pinfast:
+        with open(os.environ["PINFAST_STATS_FILE"].replace("%%p", str(os.getpid())), "w") as f:
+            json.dump({"transfers": [], "allocations": []}, f)
+    if os.path.basename(sys.argv[0]) == "compute":
+        sys.exit("boom")
+    print(json.dumps({"workload": "fake", "params": {"argv": sys.argv[1:]}, "measurements": [
+        {"name": "h2d_sync", "direction": "H2D", "bytes": 1 << 20, "seconds": t, "min_s": t, "max_s": t, "reps": 3}]}))
+''') % sys.executable
+
+
+class TestEndToEnd(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        d = self.tmp.name
+        os.makedirs(os.path.join(d, "build", "cuda"))
+        for name in ("sweep", "small", "compute"):
+            p = os.path.join(d, "build", "cuda", name)
+            with open(p, "w") as f:
+                f.write(FAKE)
+            os.chmod(p, os.stat(p).st_mode | stat.S_IEXEC)
+        # Not a real library: the dynamic loader warns and ignores it.
+        self.lib = os.path.join(d, "build", "libpinfast.so")
+        open(self.lib, "w").close()
+        self.out = os.path.join(d, "out")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def bench(self, *args):
+        cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
+               "--lib", self.lib, "--out", self.out, "--machine", "testbox", "--runs", "2"] + list(args)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    def test_good_run(self):
+        p = self.bench("--workloads", "sweep", "--quick")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("2.00x", p.stdout)       # pinfast vs plain
+        self.assertIn("10.00x", p.stdout)      # pinned vs plain
+        self.assertIn("about", p.stderr)       # progress line with an estimate
+        files = os.listdir(self.out)
+        jsonl = [f for f in files if f.endswith("-testbox-bench-quick.jsonl")]
+        self.assertEqual(len(jsonl), 1, files)
+        with open(os.path.join(self.out, jsonl[0])) as f:
+            recs = [json.loads(line) for line in f]
+        self.assertEqual(sorted(r["variant"] for r in recs), ["pinfast", "pinned", "plain"])
+        self.assertTrue(all(r["runs"] == 2 and r["quick"] for r in recs))
+        stats_dirs = [f for f in files if f.endswith("-pinfast-stats")]
+        self.assertEqual(len(stats_dirs), 1)
+        reports = []
+        for root, _, names in os.walk(os.path.join(self.out, stats_dirs[0])):
+            reports += [os.path.join(root, n) for n in names]
+        self.assertEqual(len(reports), 2)      # one per pinfast run
+        with open(reports[0]) as f:
+            self.assertIn("transfers", json.load(f))
+
+    def test_slower_fails_unless_no_fail(self):
+        p = self.bench("--workloads", "small")
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("SLOWER", p.stdout)
+        self.assertIn("SLOWER", p.stderr)
+        p = self.bench("--workloads", "small", "--no-fail")
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_failed_workload_fails(self):
+        p = self.bench("--workloads", "compute")
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("FAILED compute", p.stderr)
+        self.assertIn("boom", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
