@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
             // that is checked (the timed passes rewrite the same bytes).
             Stats s = time_reps(1, reps, h2d);
             CK(cudaMemset(dev.p, POISON, n * count));
+            CK(cudaDeviceSynchronize());  // `st` is non-blocking: no implicit order
             h2d();
             check_device_equals(dev.p, src.p, n * count, hn.c_str());
             Stats per = s;  // per-copy times
