@@ -1,0 +1,56 @@
+#include "driver.h"
+#include "message.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+void *pf_real_table[PF_NSYMBOLS];
+
+#define PF_NAME_(name) #name,
+static const char *const names[PF_NSYMBOLS] = {
+    PF_WRAPPED(PF_NAME_) [PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+void *pf_real_dlsym(void *handle, const char *name) {
+    static dlsym_fn real;
+    dlsym_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!f) {
+        /* glibc 2.34 moved dlsym into libc; older ones have only 2.2.5 */
+        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        if (!f)
+            f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        if (!f)
+            return NULL;
+        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    }
+    return f(handle, name);
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int loaded;
+
+static void load(void) {
+    /* The program has normally loaded the driver already (its call is what
+     * brought us here); otherwise load it privately. */
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        pf_msg(PF_WARNING, "no CUDA driver (libcuda.so.1) found; stepping aside");
+        return;
+    }
+    for (int i = 0; i < PF_NSYMBOLS; i++)
+        if (names[i])
+            pf_real_table[i] = pf_real_dlsym(h, names[i]);
+    __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+}
+
+int pf_driver_load(void) {
+    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
+        return 1;
+    pthread_once(&once, load);
+    return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+}
+
+const char *pf_symbol_name(int sym) { return names[sym]; }

@@ -1,0 +1,39 @@
+/* What a host address is: an interval map of the host memory the program
+ * allocated or registered through intercepted calls, and of pinfast's own. */
+#ifndef PINFAST_HOSTMAP_H
+#define PINFAST_HOSTMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum pf_mem {
+    PF_MEM_PAGEABLE, /* ordinary host memory */
+    PF_MEM_PINNED,   /* pinned or registered by the program */
+    PF_MEM_PINFAST,  /* pinned by pinfast */
+    PF_MEM_MANAGED,  /* unified (managed) memory */
+    PF_MEM_DEVICE,   /* device memory */
+    PF_MEM_MIXED,    /* a batch of several kinds */
+    PF_MEM_UNKNOWN,  /* the driver could not say */
+    PF_MEM_COUNT
+};
+
+struct pf_range {
+    uintptr_t base, end; /* [base, end) */
+    enum pf_mem kind;
+    unsigned flags;      /* the allocation's or registration's flags */
+};
+
+/* Records a range; an existing one with the same base is replaced. */
+void pf_hostmap_add(const void *base, size_t size, enum pf_mem kind, unsigned flags);
+
+/* Forgets the range starting at base; returns 1 if there was one, filling *out. */
+int pf_hostmap_remove(const void *base, struct pf_range *out);
+
+/* The range containing p; returns 0 when p is in none. */
+int pf_hostmap_find(const void *p, struct pf_range *out);
+
+/* Held across fork() so the child never inherits a half-changed map. */
+void pf_hostmap_fork_prepare(void);
+void pf_hostmap_fork_done(void);
+
+#endif

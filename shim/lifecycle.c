@@ -1,0 +1,21 @@
+/* Process events: exit prints the report, fork gives the child a clean slate. */
+#include "engine.h"
+#include "hostmap.h"
+#include "stats.h"
+
+#include <pthread.h>
+
+static void prepare(void) { pf_hostmap_fork_prepare(); }
+static void parent(void) { pf_hostmap_fork_done(); }
+
+/* The child has none of the parent's threads and may not use its CUDA state. */
+static void child(void) {
+    pf_hostmap_fork_done();
+    pf_engine_forked();
+    pf_stats_reset();
+}
+
+__attribute__((constructor)) static void start(void) { pthread_atfork(prepare, parent, child); }
+
+/* Runs after main returns or exit(); the driver may be gone: no CUDA here. */
+__attribute__((destructor)) static void stop(void) { pf_stats_report(); }

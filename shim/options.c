@@ -1,0 +1,195 @@
+#include "options.h"
+#include "message.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+enum kind { K_BOOL, K_ENUM, K_INT, K_SIZE, K_STRING };
+
+struct option {
+    const char *name;
+    enum kind kind;
+    size_t offset;
+    const char *def;
+    long long min, max;       /* K_INT, K_SIZE */
+    const char *const *names; /* K_ENUM, NULL-terminated; index is the value */
+    const char *help;
+};
+
+static const char *const stats_names[] = {"off", "text", "json", NULL};
+static const char *const log_names[] = {"error", "warning", "info", "debug", NULL};
+
+#define KiB 1024LL
+#define MiB (1024LL * KiB)
+#define GiB (1024LL * MiB)
+#define F(field) offsetof(struct pf_options, field)
+
+/* The defaults of the engine come from the sweep in docs/results (see docs/options.md). */
+static const struct option table[] = {
+    {"PINFAST_DISABLE", K_BOOL, F(disable), "0", 0, 1, NULL,
+     "1: pass every call through untouched, count nothing, print nothing"},
+    {"PINFAST_STATS", K_ENUM, F(stats), "text", 0, 0, stats_names,
+     "exit report: off, text (a table) or json"},
+    {"PINFAST_STATS_FILE", K_STRING, F(stats_file), "", 0, 0, NULL,
+     "write the exit report here instead of stderr; %p becomes the pid"},
+    {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names,
+     "messages printed: error, warning, info or debug"},
+    {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
+     "0: never stage pageable copies (count them only)"},
+    {"PINFAST_THREADS", K_INT, F(threads), "0", 0, 64, NULL,
+     "staging worker threads; 0: one per available CPU, at most 16"},
+    {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL,
+     "largest piece a staged copy is cut into"},
+    {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "256K", 0, 1LL << 40, NULL,
+     "pageable copies smaller than this pass through to the driver"},
+    {"PINFAST_STAGING", K_SIZE, F(staging), "64M", 0, 16 * GiB, NULL,
+     "pinned staging memory per CUDA context; 0 disables staging"},
+};
+
+static struct pf_options opts;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int log_level = PF_WARNING;
+
+int pf_log_level(void) { return __atomic_load_n(&log_level, __ATOMIC_RELAXED); }
+
+static int parse_size(const char *s, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || v < 0)
+        return -1;
+    long long mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = KiB; end++; break;
+    case 'm': case 'M': mul = MiB; end++; break;
+    case 'g': case 'G': mul = GiB; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end || v > LLONG_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse_bool(const char *s) {
+    static const char *const yes[] = {"1", "yes", "on", "true"};
+    static const char *const no[] = {"0", "no", "off", "false"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i]))
+            return 1;
+        if (!strcasecmp(s, no[i]))
+            return 0;
+    }
+    return -1;
+}
+
+static int parse_enum(const char *s, const char *const *names) {
+    for (int i = 0; names[i]; i++)
+        if (!strcasecmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+/* Returns 0 and stores the value, or -1 with why filled in. */
+static int apply(const struct option *o, const char *s, const char **why) {
+    char *field = (char *)&opts + o->offset;
+    long long v;
+    switch (o->kind) {
+    case K_BOOL:
+        if ((v = parse_bool(s)) < 0)
+            return *why = "not a boolean (0/1)", -1;
+        *(int *)field = (int)v;
+        return 0;
+    case K_ENUM:
+        if ((v = parse_enum(s, o->names)) < 0)
+            return *why = "not one of the allowed words", -1;
+        *(int *)field = (int)v;
+        return 0;
+    case K_INT:
+    case K_SIZE:
+        if (o->kind == K_INT) {
+            char *end;
+            errno = 0;
+            v = strtoll(s, &end, 10);
+            if (errno || end == s || *end)
+                return *why = "not an integer", -1;
+        } else if (parse_size(s, &v)) {
+            return *why = "not a size (bytes, or with K/M/G)", -1;
+        }
+        if (v < o->min || v > o->max)
+            return *why = "out of range", -1;
+        if (o->kind == K_INT)
+            *(int *)field = (int)v;
+        else
+            *(size_t *)field = (size_t)v;
+        return 0;
+    case K_STRING:
+        *(const char **)field = *s ? s : NULL;
+        return 0;
+    }
+    return -1;
+}
+
+static void parse(void) {
+    const size_t n = sizeof table / sizeof table[0];
+    const char *why;
+    for (size_t i = 0; i < n; i++) {
+        int r = apply(&table[i], table[i].def, &why);
+        (void)r; /* defaults are valid by construction (checked by a test) */
+    }
+    /* PINFAST_LOG first, so warnings about the others obey it */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < n; i++) {
+            const struct option *o = &table[i];
+            if ((o->offset == F(log)) != (pass == 0))
+                continue;
+            const char *s = getenv(o->name);
+            if (!s)
+                continue;
+            if (apply(o, s, &why) == 0) {
+                if (pass == 0)
+                    __atomic_store_n(&log_level, opts.log, __ATOMIC_RELAXED);
+                continue;
+            }
+            apply(o, o->def, &why);
+            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", o->name, s, why,
+                   *o->def ? o->def : "(none)");
+        }
+    }
+}
+
+const struct pf_options *pf_options(void) {
+    pthread_once(&once, parse);
+    return &opts;
+}
+
+void pf_options_describe(int fd) {
+    dprintf(fd, "%-20s %-8s %-22s %s\n", "variable", "default", "allowed", "meaning");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const struct option *o = &table[i];
+        char allowed[64] = "";
+        switch (o->kind) {
+        case K_BOOL: snprintf(allowed, sizeof allowed, "0 or 1"); break;
+        case K_STRING: snprintf(allowed, sizeof allowed, "a path"); break;
+        case K_INT: snprintf(allowed, sizeof allowed, "%lld..%lld", o->min, o->max); break;
+        case K_SIZE: snprintf(allowed, sizeof allowed, "%lldK..%lldM", o->min / KiB, o->max / MiB); break;
+        case K_ENUM:
+            for (int k = 0; o->names[k]; k++) {
+                strncat(allowed, k ? "|" : "", sizeof allowed - strlen(allowed) - 1);
+                strncat(allowed, o->names[k], sizeof allowed - strlen(allowed) - 1);
+            }
+            break;
+        }
+        dprintf(fd, "%-20s %-8s %-22s %s\n", o->name, *o->def ? o->def : "-", allowed, o->help);
+    }
+}

@@ -1,0 +1,29 @@
+/* Every PINFAST_* setting, parsed once from the environment. */
+#ifndef PINFAST_OPTIONS_H
+#define PINFAST_OPTIONS_H
+
+#include <stddef.h>
+
+enum pf_stats_mode { PF_STATS_OFF, PF_STATS_TEXT, PF_STATS_JSON };
+
+struct pf_options {
+    int disable;            /* pure pass-through */
+    int stats;              /* enum pf_stats_mode */
+    const char *stats_file; /* NULL: stderr */
+    int log;                /* enum pf_level: most verbose level printed */
+    int stage;              /* route pageable copies through pinned staging */
+    int threads;            /* staging worker threads; 0: one per CPU, capped */
+    size_t chunk;           /* staging chunk (slot) size */
+    size_t min_size;        /* smaller pageable copies pass through */
+    size_t staging;         /* pinned staging memory per context */
+};
+
+const struct pf_options *pf_options(void);
+
+/* Level below which pf_msg is silent; usable before the options are parsed. */
+int pf_log_level(void);
+
+/* Writes the table (name, default, range, help) for `pinfast options`. */
+void pf_options_describe(int fd);
+
+#endif

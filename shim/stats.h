@@ -1,0 +1,53 @@
+/* Counters for every intercepted call, and the report printed at exit. */
+#ifndef PINFAST_STATS_H
+#define PINFAST_STATS_H
+
+#include "hostmap.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PF_COPY_APIS(X)                                                        \
+    X(MEMCPY, "cuMemcpy") X(MEMCPY_ASYNC, "cuMemcpyAsync")                     \
+    X(HTOD, "cuMemcpyHtoD") X(HTOD_ASYNC, "cuMemcpyHtoDAsync")                 \
+    X(DTOH, "cuMemcpyDtoH") X(DTOH_ASYNC, "cuMemcpyDtoHAsync")                 \
+    X(DTOD, "cuMemcpyDtoD") X(DTOD_ASYNC, "cuMemcpyDtoDAsync")                 \
+    X(PEER, "cuMemcpyPeer") X(PEER_ASYNC, "cuMemcpyPeerAsync")                 \
+    X(M2D, "cuMemcpy2D") X(M2D_UNALIGNED, "cuMemcpy2DUnaligned")               \
+    X(M2D_ASYNC, "cuMemcpy2DAsync") X(M3D, "cuMemcpy3D")                       \
+    X(M3D_ASYNC, "cuMemcpy3DAsync") X(BATCH, "cuMemcpyBatchAsync")             \
+    X(BATCH3D, "cuMemcpy3DBatchAsync")
+
+#define PF_ALLOC_APIS(X)                                                       \
+    X(HOST_ALLOC, "cuMemHostAlloc") X(ALLOC_HOST, "cuMemAllocHost")            \
+    X(FREE_HOST, "cuMemFreeHost") X(HOST_REGISTER, "cuMemHostRegister")        \
+    X(HOST_UNREGISTER, "cuMemHostUnregister") X(ALLOC, "cuMemAlloc")           \
+    X(FREE, "cuMemFree") X(ALLOC_ASYNC, "cuMemAllocAsync")                     \
+    X(FREE_ASYNC, "cuMemFreeAsync") X(ALLOC_MANAGED, "cuMemAllocManaged")
+
+#define PF_API_ENUM_(id, name) PF_API_##id,
+enum pf_copy_api { PF_COPY_APIS(PF_API_ENUM_) PF_COPY_API_COUNT };
+enum pf_alloc_api { PF_ALLOC_APIS(PF_API_ENUM_) PF_ALLOC_API_COUNT };
+#undef PF_API_ENUM_
+
+enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
+enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
+
+/* Records one copy call; bytes count only when result is 0 (success). */
+void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
+                   size_t bytes, uint64_t ns, int result);
+void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result);
+
+/* Marks the process as a CUDA user: only those print a report. */
+void pf_stats_touch(void);
+
+/* Writes the report per PINFAST_STATS; calls no CUDA. */
+void pf_stats_report(void);
+
+/* In a forked child: nothing the parent counted is the child's. */
+void pf_stats_reset(void);
+
+/* Direction of a copy from the kinds of its two sides. */
+enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst);
+
+#endif

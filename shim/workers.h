@@ -1,0 +1,35 @@
+/* Host-memory copy threads: persistent, created on the first staged copy,
+ * shared by every caller.  A caller waiting for its tasks runs queued tasks
+ * itself, so work completes even with no worker thread at all. */
+#ifndef PINFAST_WORKERS_H
+#define PINFAST_WORKERS_H
+
+#include <stddef.h>
+
+struct pf_task {
+    void *dst;
+    const void *src;
+    size_t len;
+    int state;            /* queued, done */
+    struct pf_task *next; /* queue link */
+};
+
+/* Queues a memcpy(dst, src, len). */
+void pf_task_submit(struct pf_task *t, void *dst, const void *src, size_t len);
+
+/* 1 once the task's copy is complete. */
+int pf_task_done(const struct pf_task *t);
+
+/* Returns when the task is done, running queued tasks meanwhile. */
+void pf_task_wait(struct pf_task *t);
+
+/* Starts the threads if not yet started; returns how many run. */
+int pf_workers_start(void);
+
+/* In a forked child: the threads are gone; start afresh when needed. */
+void pf_workers_forked(void);
+
+/* CPU seconds spent copying by the workers and helping callers. */
+double pf_workers_cpu_seconds(void);
+
+#endif

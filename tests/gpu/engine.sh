@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On the GPU machine: correctness of the engine (plain and under pinfast,
+# then under compute-sanitizer), bandwidth interleaved, and a settings sweep.
+# Expects build-gpu/ (carried) with libpinfast.so and engine_check.
+set -u
+B=${B:-build-gpu}
+OUT=${OUT:-/tmp/out}
+LIB=$PWD/$B/libpinfast.so
+log=$OUT/engine.log
+exec > >(tee "$log") 2>&1
+echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(nproc) CPUs"
+echo "== check plain"; $B/engine_check check
+echo "== check pinfast"; LD_PRELOAD=$LIB PINFAST_STATS=text $B/engine_check check
+echo "== check pinfast, 1 thread, 64K chunks"; LD_PRELOAD=$LIB PINFAST_THREADS=1 PINFAST_CHUNK=64K PINFAST_MIN_SIZE=0 PINFAST_STATS=off $B/engine_check check
+if [ "${SANITIZE:-1}" = 1 ]; then
+  echo "== compute-sanitizer memcheck under pinfast"
+  compute-sanitizer --tool memcheck --target-processes all env LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check check 2>&1 | tail -3
+fi
+for round in 1 2; do
+  echo "== bench plain round $round"; $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
+  echo "== bench pinfast round $round"; LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
+done
+if [ "${SWEEP:-1}" = 1 ]; then
+  for t in 4 8 12 15; do for c in 1M 2M 4M 8M; do
+    echo "== sweep threads=$t chunk=$c"
+    LD_PRELOAD=$LIB PINFAST_THREADS=$t PINFAST_CHUNK=$c PINFAST_STAGING=$((32*${c%M}))M PINFAST_STATS=off $B/engine_check bench $((64<<20)) $((1<<30)) 5 | grep -v fresh
+  done; done
+fi
