@@ -82,6 +82,11 @@ def speedup(records, path):
     ax.set_yticklabels([label for label, _ in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    from matplotlib.ticker import FuncFormatter
+    fmt = FuncFormatter(lambda x, _pos: "%gx" % x)
+    ax.xaxis.set_major_formatter(fmt)
+    ax.xaxis.set_minor_formatter(fmt)
+    ax.tick_params(axis="x", which="minor", labelsize=6)
     ax.set_xlabel("speed-up over plain (median time ratio, geometric mean over sizes)")
     ax.legend()
     fig.savefig(path, dpi=110, bbox_inches="tight")
