@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/mman.h>
+
 // ---------------------------------------------------------------- errors ---
 
 // Any failed CUDA call ends the program with a message and exit status 1:
@@ -336,6 +338,23 @@ struct HostBuf {
         else free(p);
         p = nullptr;
     }
+};
+
+// Never-touched host memory, as a program gets for a new large array (a
+// fresh tensor from .cpu(), a new numpy array). Anonymous mmap rather than
+// malloc: glibc's adaptive mmap threshold would hand back already-faulted heap
+// memory for mid sizes after the first free, hiding the first-touch cost.
+struct FreshBuf {
+    uint8_t* p = nullptr;
+    uint64_t n = 0;
+    explicit FreshBuf(uint64_t bytes) : n(bytes ? bytes : 1) {
+        void* m = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) { perror("mmap"); exit(1); }
+        p = (uint8_t*)m;
+    }
+    FreshBuf(const FreshBuf&) = delete;
+    FreshBuf& operator=(const FreshBuf&) = delete;
+    ~FreshBuf() { munmap(p, n); }
 };
 
 struct DevBuf {

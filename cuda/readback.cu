@@ -1,7 +1,8 @@
 // readback: a large device array read back to the host (seed 003: CuPy's
 // asnumpy of a big result), whole and in sub-regions.
 //   whole        one cudaMemcpy D2H of --bytes into a preallocated buffer;
-//   whole_fresh  the same into memory malloc'd just before (pageable only);
+//   whole_fresh  the same into never-touched memory mapped just before
+//                (pageable only);
 //   slices       --slices equal consecutive cudaMemcpy's covering the array;
 //   strided      every other slice, at an odd byte offset (unaligned
 //                sub-regions, as a program reading a window would);
@@ -69,13 +70,11 @@ int main(int argc, char** argv) {
     if (!pinned) {
         std::vector<double> t;
         for (int i = 0; i < reps; i++) {
-            uint8_t* fresh = (uint8_t*)malloc(bytes);
-            if (!fresh) { fprintf(stderr, "malloc failed\n"); return 1; }
+            FreshBuf fresh(bytes);
             double t0 = now_s();
-            CK(cudaMemcpy(fresh, dev.p, bytes, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(fresh.p, dev.p, bytes, cudaMemcpyDeviceToHost));
             t.push_back(now_s() - t0);
-            check_pattern(fresh, bytes, seed, 0, "whole_fresh");
-            free(fresh);
+            check_pattern(fresh.p, bytes, seed, 0, "whole_fresh");
         }
         r.add("whole_fresh", "D2H", bytes, stats_of(t));
     }

@@ -5,7 +5,7 @@
 //   h2d_async  cudaMemcpyAsync H2D on a stream + cudaStreamSynchronize
 //   d2h_sync   cudaMemcpy D2H
 //   d2h_async  cudaMemcpyAsync D2H on a stream + cudaStreamSynchronize
-//   d2h_fresh  cudaMemcpy D2H into memory malloc'd right before and never
+//   d2h_fresh  cudaMemcpy D2H into memory mapped right before and never
 //              touched (what PyTorch's .cpu() does: page faults on the
 //              destination are part of the cost); pageable mode only.
 // Host buffers are pageable (malloc) by default, pinned with --pinned.
@@ -86,18 +86,16 @@ int main(int argc, char** argv) {
         }
 
         if (!pinned) {
-            // Fresh destination each time: malloc, never touched, copy, check
-            // (the check is outside the clock), free. Large mallocs are
-            // fresh mmaps, so every page faults during the copy.
+            // Fresh destination each time: mapped, never touched, copy,
+            // check (outside the clock), unmapped. Every page faults during
+            // the copy, as with a new tensor.
             std::vector<double> t;
             for (int i = 0; i < reps; i++) {
-                uint8_t* fresh = (uint8_t*)malloc(n);
-                if (!fresh) { fprintf(stderr, "malloc failed\n"); return 1; }
+                FreshBuf fresh(n);
                 double t0 = now_s();
-                CK(cudaMemcpy(fresh, dev.p, n, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(fresh.p, dev.p, n, cudaMemcpyDeviceToHost));
                 t.push_back(now_s() - t0);
-                if (i == reps - 1) check_pattern(fresh, n, seed, 0, "d2h_fresh");
-                free(fresh);
+                if (i == reps - 1) check_pattern(fresh.p, n, seed, 0, "d2h_fresh");
             }
             r.add("d2h_fresh", "D2H", n, stats_of(t));
         }
