@@ -1,0 +1,142 @@
+/* fake.h - shared internals of the fake CUDA driver (tests/fake/libcuda.so.1).
+ *
+ * The fake implements, in host memory, the subset of the CUDA driver API that
+ * pinfast touches, with the real driver's exported names and ABIs.  It is
+ * built with __CUDA_API_VERSION_INTERNAL so that cuda.h declares every
+ * versioned export (cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, ...)
+ * and the compiler checks each of our definitions against its prototype.
+ *
+ * One concern per file: fake_core.c (init, devices, call counters, error
+ * strings), fake_ctx.c (contexts), fake_mem.c (allocation table, memory API),
+ * fake_stream.c (stream workers, events, capture, graphs, host functions),
+ * fake_copy.c (every memcpy flavour), fake_gpa.c (cuGetProcAddress).
+ */
+#ifndef PINFAST_FAKE_H
+#define PINFAST_FAKE_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FAKE_API __attribute__((visibility("default")))
+
+/* ---- call counters (fakecuda_calls) ------------------------------------- */
+struct fake_counter {
+    const char *name;
+    atomic_ulong n;
+    atomic_int registered;
+    struct fake_counter *next;
+};
+void fake_count(struct fake_counter *c);
+/* First statement of every exported API function: counts the call under the
+ * exported name (__func__ is the symbol name, so no table to keep in sync). */
+#define FAKE_ENTER()                                                      \
+    static struct fake_counter fake_counter_ = { .name = __func__ };      \
+    fake_count(&fake_counter_)
+
+extern atomic_int fake_initialized;
+#define FAKE_CHECK_INIT()                                                 \
+    do { if (!atomic_load(&fake_initialized)) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+
+int fake_ndevices(void);
+unsigned fake_delay_us(void);   /* FAKECUDA_DELAY_US */
+
+/* ---- contexts ----------------------------------------------------------- */
+struct fake_stream;
+struct fake_ctx {
+    uint32_t magic;
+    int dev;
+    unsigned long long id;
+    int primary;
+    int refs;                    /* primary context retain count */
+    atomic_int alive;
+    struct fake_stream *legacy;  /* the context's legacy default stream */
+};
+#define FAKE_CTX_MAGIC 0xC7C7C7C7u
+struct fake_ctx *fake_ctx_current(void);
+CUresult fake_ctx_require(struct fake_ctx **out);  /* init + current context */
+int fake_ctx_valid(struct fake_ctx *c);
+void fake_ctx_sync(struct fake_ctx *c);            /* NULL: every context */
+
+/* ---- streams ------------------------------------------------------------ */
+/* One global lock and condition variable guard every stream, event and graph
+ * structure: the fake favours obviously-correct over fast. */
+extern pthread_mutex_t fake_lock;
+extern pthread_cond_t fake_cv;
+
+enum fake_op_kind { OP_NOOP, OP_COPY, OP_HOSTFN, OP_FREE, OP_EVENT };
+
+/* A (up to) 3-D copy between two plain host addresses: every copy flavour is
+ * translated into this before it is queued. */
+struct fake_copy {
+    char *dst;
+    const char *src;
+    size_t width, height, depth;
+    size_t dpitch, dheight, spitch, sheight;
+};
+
+struct fake_dep { struct fake_stream *s; uint64_t seq; };
+struct fake_event;
+
+struct fake_op {
+    struct fake_op *next;
+    enum fake_op_kind kind;
+    struct fake_copy cp;      /* OP_COPY */
+    CUhostFn fn;              /* OP_HOSTFN */
+    void *user;
+    void *owned;              /* freed after the op ran (snapshots, OP_FREE) */
+    struct fake_event *ev;    /* OP_EVENT */
+    struct fake_dep *deps;    /* waited for before the op runs */
+    size_t ndeps;
+    uint64_t seq;
+};
+
+enum fake_stream_kind { STREAM_LEGACY, STREAM_PER_THREAD, STREAM_USER };
+struct fake_graph;
+struct fake_stream {
+    uint32_t magic;
+    enum fake_stream_kind kind;
+    struct fake_ctx *ctx;
+    unsigned flags;
+    int priority;
+    int refs;
+    int destroyed;
+    uint64_t enqueued, completed;
+    struct fake_op *head, *tail;
+    pthread_t thread;
+    unsigned rng;
+    struct fake_graph *capture;    /* non-NULL while capturing */
+    unsigned long long capture_id;
+    struct fake_stream *next;      /* global list of live streams */
+};
+#define FAKE_STREAM_MAGIC 0x5757A3A3u
+
+struct fake_stream *fake_stream_new(struct fake_ctx *ctx, enum fake_stream_kind kind,
+                                    unsigned flags, int prio);
+/* Resolve a stream handle: 0 means the legacy stream for the legacy flavour and
+ * the calling thread's per-thread stream for the _ptds/_ptsz flavour. */
+CUresult fake_stream_get(CUstream h, int per_thread, struct fake_stream **out);
+struct fake_op *fake_op_new(enum fake_op_kind kind);
+void fake_op_free(struct fake_op *op);
+/* Queue op on s (or record it into s's capture graph); *seq = its sequence
+ * number, 0 when captured. */
+void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
+void fake_stream_wait(struct fake_stream *s, uint64_t seq);
+int fake_stream_capturing(struct fake_stream *s);
+void fake_copy_run(const struct fake_copy *cp);
+
+/* ---- memory ------------------------------------------------------------- */
+enum fake_mem_kind { MEM_PAGEABLE = 0, MEM_DEVICE, MEM_MANAGED, MEM_PINNED, MEM_REGISTERED };
+/* Device addresses are the host backing plus this bias: bit 60 makes them
+ * non-canonical, so a shim that dereferences a device pointer faults. */
+#define FAKE_DEV_BIAS (1ULL << 60)
+/* Translate [addr, addr+len) to host memory.  need_alloc: the address must
+ * belong to a known allocation (a device operand).  Returns INVALID_VALUE for
+ * NULL, unknown device-space addresses and ranges past an allocation's end. */
+CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
+                            void **host, enum fake_mem_kind *kind);
+
+#endif

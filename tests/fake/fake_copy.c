@@ -1,0 +1,422 @@
+/* fake_copy.c - every memcpy flavour.  Each exported function validates its
+ * operands, translates them to host addresses (fake_mem_translate) into a
+ * struct fake_copy, and hands it to submit(), which applies the driver's
+ * host-synchronisation rules:
+ *   - sync copies are queued on their stream and waited for, except
+ *     device-to-device, which the real driver returns from at once;
+ *   - async H2D from pageable memory snapshots the source before returning
+ *     and completes later in stream order (the source may be reused at once);
+ *   - async D2H to pageable memory returns only once the data is in place;
+ *   - async copies from/to pinned, registered, managed and device memory are
+ *     truly asynchronous: memory is read/written when the op runs;
+ *   - while the stream is capturing, async copies are recorded (no snapshot)
+ *     and sync ones fail with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED.
+ * Legacy exports pass per_thread = 0, _ptds/_ptsz exports pass 1.
+ */
+#define _GNU_SOURCE
+#include "fake.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t span_of(const struct fake_copy *cp, int src)
+{
+    size_t pitch = src ? cp->spitch : cp->dpitch, h = src ? cp->sheight : cp->dheight;
+    return ((cp->depth - 1) * h + (cp->height - 1)) * pitch + cp->width;
+}
+
+static CUresult submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
+                       enum fake_mem_kind dkind, int sync)
+{
+    int capturing = fake_stream_capturing(s);
+    if (capturing && sync)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct fake_op *op = fake_op_new(OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!sync && !capturing && skind == MEM_PAGEABLE) {
+        size_t span = span_of(&cp, 1);
+        op->owned = malloc(span);
+        if (!op->owned) {
+            fake_op_free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->owned, cp.src, span);
+        cp.src = op->owned;
+    }
+    op->cp = cp;
+    uint64_t seq;
+    fake_enqueue(s, op, &seq);
+    int d2d = skind == MEM_DEVICE && dkind == MEM_DEVICE;
+    if (!capturing && ((sync && !d2d) || dkind == MEM_PAGEABLE))
+        fake_stream_wait(s, seq);
+    return CUDA_SUCCESS;
+}
+
+/* operand roles */
+enum { OPD_HOST, OPD_DEVICE, OPD_UNIFIED };
+
+static CUresult copy1d(CUstream h, int pt, int sync, uintptr_t dst, int drole,
+                       uintptr_t src, int srole, size_t n)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    void *d, *sp;
+    enum fake_mem_kind dk, sk;
+    if ((r = fake_mem_translate(src, n, srole == OPD_DEVICE, &sp, &sk)) ||
+        (r = fake_mem_translate(dst, n, drole == OPD_DEVICE, &d, &dk)))
+        return r;
+    struct fake_copy cp = { .dst = d, .src = sp, .width = n, .height = 1, .depth = 1,
+                            .dpitch = n, .dheight = 1, .spitch = n, .sheight = 1 };
+    return submit(s, cp, sk, dk, sync);
+}
+
+#define U(p) ((uintptr_t)(p))
+
+/* ---- 1-D copies: legacy and per-thread flavours ---------------------------------- */
+#define SYNC_PAIR(name, params, ...)                                              \
+    FAKE_API CUresult name params { FAKE_ENTER(); return copy1d(NULL, 0, 1, __VA_ARGS__); } \
+    FAKE_API CUresult name##_ptds params { FAKE_ENTER(); return copy1d(NULL, 1, 1, __VA_ARGS__); }
+#define ASYNC_PAIR(name, params, ...)                                             \
+    FAKE_API CUresult name params { FAKE_ENTER(); return copy1d(hStream, 0, 0, __VA_ARGS__); } \
+    FAKE_API CUresult name##_ptsz params { FAKE_ENTER(); return copy1d(hStream, 1, 0, __VA_ARGS__); }
+
+SYNC_PAIR(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
+          dstDevice, OPD_DEVICE, U(srcHost), OPD_HOST, ByteCount)
+SYNC_PAIR(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
+          U(dstHost), OPD_HOST, srcDevice, OPD_DEVICE, ByteCount)
+SYNC_PAIR(cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
+          dstDevice, OPD_DEVICE, srcDevice, OPD_DEVICE, ByteCount)
+SYNC_PAIR(cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),
+          dst, OPD_UNIFIED, src, OPD_UNIFIED, ByteCount)
+ASYNC_PAIR(cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
+           dstDevice, OPD_DEVICE, U(srcHost), OPD_HOST, ByteCount)
+ASYNC_PAIR(cuMemcpyDtoHAsync_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
+           U(dstHost), OPD_HOST, srcDevice, OPD_DEVICE, ByteCount)
+ASYNC_PAIR(cuMemcpyDtoDAsync_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
+           dstDevice, OPD_DEVICE, srcDevice, OPD_DEVICE, ByteCount)
+ASYNC_PAIR(cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),
+           dst, OPD_UNIFIED, src, OPD_UNIFIED, ByteCount)
+
+/* The CUDA 2.0 ABI with 32-bit sizes and addresses.  It exists so that tests
+ * can check that a shim hands it out untouched; the fake's device addresses
+ * do not fit in 32 bits, so any non-empty copy is refused. */
+FAKE_API CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void *srcHost, unsigned int ByteCount)
+{
+    FAKE_ENTER();
+    (void)dstDevice;
+    (void)srcHost;
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    return ByteCount == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- peer copies ------------------------------------------------------------------- */
+static CUresult peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
+                     size_t n, CUstream h, int pt, int sync)
+{
+    FAKE_CHECK_INIT();
+    if (!fake_ctx_valid((struct fake_ctx *)dctx) || !fake_ctx_valid((struct fake_ctx *)sctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return copy1d(h, pt, sync, dst, OPD_DEVICE, src, OPD_DEVICE, n);
+}
+
+FAKE_API CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                               CUcontext srcContext, size_t ByteCount)
+{
+    FAKE_ENTER();
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 0, 1);
+}
+
+FAKE_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                    CUcontext srcContext, size_t ByteCount)
+{
+    FAKE_ENTER();
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, NULL, 1, 1);
+}
+
+FAKE_API CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                    CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    FAKE_ENTER();
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 0, 0);
+}
+
+FAKE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                         CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    FAKE_ENTER();
+    return peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, 1, 0);
+}
+
+/* ---- 2-D and 3-D copies ------------------------------------------------------------- */
+/* Resolve one side of a 2D/3D copy to a host address of its first byte. */
+static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
+                        size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                        size_t W, size_t H, size_t D, char **out, enum fake_mem_kind *kind)
+{
+    uintptr_t base;
+    int need_alloc;
+    (void)arr;
+    switch (t) {
+    case CU_MEMORYTYPE_HOST:    base = U(host); need_alloc = 0; break;
+    case CU_MEMORYTYPE_DEVICE:  base = dev; need_alloc = 1; break;
+    case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
+    default:                    return CUDA_ERROR_INVALID_VALUE;   /* arrays: not modelled */
+    }
+    if (base == 0 || (pitch < W && (H > 1 || D > 1)) || (D > 1 && height < H))
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t start = base + (z * height + y) * pitch + x;
+    size_t span = ((D - 1) * height + (H - 1)) * pitch + W;
+    void *p;
+    CUresult r = fake_mem_translate(start, span, need_alloc, &p, kind);
+    *out = p;
+    return r;
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (!c || c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
+        return CUDA_SUCCESS;
+    size_t W = c->WidthInBytes, H = c->Height, D = c->Depth;
+    size_t sp = c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
+    size_t dp = c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
+    size_t sh = D == 1 && c->srcHeight < H ? H : c->srcHeight;
+    size_t dh = D == 1 && c->dstHeight < H ? H : c->dstHeight;
+    char *src, *dst;
+    enum fake_mem_kind sk, dk;
+    if ((r = operand(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
+                     c->srcY, c->srcZ, sp, sh, W, H, D, &src, &sk)) ||
+        (r = operand(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
+                     c->dstY, c->dstZ, dp, dh, W, H, D, &dst, &dk)))
+        return r;
+    struct fake_copy cp = { .dst = dst, .src = src, .width = W, .height = H, .depth = D,
+                            .dpitch = dp, .dheight = dh, .spitch = sp, .sheight = sh };
+    return submit(s, cp, sk, dk, sync);
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync)
+{
+    if (!c) {
+        struct fake_stream *s;
+        CUresult r = fake_stream_get(h, pt, &s);
+        return r ? r : CUDA_ERROR_INVALID_VALUE;
+    }
+    CUDA_MEMCPY3D m = {
+        .srcXInBytes = c->srcXInBytes, .srcY = c->srcY, .srcMemoryType = c->srcMemoryType,
+        .srcHost = c->srcHost, .srcDevice = c->srcDevice, .srcArray = c->srcArray,
+        .srcPitch = c->srcPitch, .srcHeight = c->Height,
+        .dstXInBytes = c->dstXInBytes, .dstY = c->dstY, .dstMemoryType = c->dstMemoryType,
+        .dstHost = c->dstHost, .dstDevice = c->dstDevice, .dstArray = c->dstArray,
+        .dstPitch = c->dstPitch, .dstHeight = c->Height,
+        .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
+    };
+    return copy3d(&m, h, pt, sync);
+}
+
+FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1); }
+FAKE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1); }
+FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 0, 0); }
+FAKE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 1, 0); }
+FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1); }
+FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1); }
+FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0); }
+FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0); }
+
+/* ---- batch copies ---------------------------------------------------------------------- */
+struct pending { struct fake_copy cp; enum fake_mem_kind sk, dk; };
+
+static CUresult batch_stream(CUstream h, int pt, struct fake_stream **s)
+{
+    CUresult r = fake_stream_get(h, pt, s);
+    if (r)
+        return r;
+    /* the batch APIs refuse the legacy default stream */
+    return (*s)->kind == STREAM_LEGACY ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult run_pending(struct fake_stream *s, struct pending *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        CUresult r = submit(s, p[i].cp, p[i].sk, p[i].dk, 0);
+        if (r)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                      CUmemcpyAttributes *attrs, size_t *attrIdxs, size_t numAttrs,
+                      size_t *failIdx, CUstream h, int pt)
+{
+    if (failIdx)
+        *failIdx = SIZE_MAX;
+    struct fake_stream *s;
+    CUresult r = batch_stream(h, pt, &s);
+    if (r)
+        return r;
+    if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrIdxs || numAttrs == 0 ||
+        numAttrs > count || attrIdxs[0] != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t a = 0; a < numAttrs; a++)
+        if ((a && attrIdxs[a] <= attrIdxs[a - 1]) || attrIdxs[a] >= count ||
+            attrs[a].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+            return CUDA_ERROR_INVALID_VALUE;
+    struct pending *p = calloc(count, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (sizes[i] == 0)
+            continue;
+        void *d, *sp;
+        if ((r = fake_mem_translate(srcs[i], sizes[i], 0, &sp, &p[n].sk)) ||
+            (r = fake_mem_translate(dsts[i], sizes[i], 0, &d, &p[n].dk))) {
+            if (failIdx)
+                *failIdx = i;
+            free(p);
+            return r;
+        }
+        p[n].cp = (struct fake_copy){ .dst = d, .src = sp, .width = sizes[i], .height = 1,
+                                      .depth = 1, .dpitch = sizes[i], .dheight = 1,
+                                      .spitch = sizes[i], .sheight = 1 };
+        n++;
+    }
+    r = run_pending(s, p, n);
+    free(p);
+    return r;
+}
+
+FAKE_API CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                     size_t *failIdx, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, 0);
+}
+
+FAKE_API CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                          CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                          size_t *failIdx, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, 1);
+}
+
+FAKE_API CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                        CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                        CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 0);
+}
+
+FAKE_API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                             CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                             CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 1);
+}
+
+static CUresult operand3d(const CUmemcpy3DOperand *o, const CUextent3D *e, char **out,
+                          enum fake_mem_kind *kind, size_t *pitch, size_t *layer)
+{
+    if (o->type == CU_MEMCPY_OPERAND_TYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* pointer operands: rowLength/layerHeight in bytes here (1-byte elements) */
+    *pitch = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
+    *layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
+    if (*pitch < e->width || *layer < e->height)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t span = ((e->depth - 1) * *layer + (e->height - 1)) * *pitch + e->width;
+    void *p;
+    CUresult r = fake_mem_translate(o->op.ptr.ptr, span, 0, &p, kind);
+    *out = p;
+    return r;
+}
+
+static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx,
+                        unsigned long long flags, CUstream h, int pt)
+{
+    if (failIdx)
+        *failIdx = SIZE_MAX;
+    struct fake_stream *s;
+    CUresult r = batch_stream(h, pt, &s);
+    if (r)
+        return r;
+    if (numOps == 0 || !ops || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct pending *p = calloc(numOps, sizeof *p);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < numOps; i++) {
+        const CUextent3D *e = &ops[i].extent;
+        char *src = NULL, *dst = NULL;
+        size_t sp = 0, sl = 0, dp = 0, dl = 0;
+        r = CUDA_SUCCESS;
+        if (!e->width || !e->height || !e->depth ||
+            ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+            r = CUDA_ERROR_INVALID_VALUE;
+        if (!r)
+            r = operand3d(&ops[i].src, e, &src, &p[i].sk, &sp, &sl);
+        if (!r)
+            r = operand3d(&ops[i].dst, e, &dst, &p[i].dk, &dp, &dl);
+        if (r) {
+            if (failIdx)
+                *failIdx = i;
+            free(p);
+            return r;
+        }
+        p[i].cp = (struct fake_copy){ .dst = dst, .src = src, .width = e->width,
+                                      .height = e->height, .depth = e->depth, .dpitch = dp,
+                                      .dheight = dl, .spitch = sp, .sheight = sl };
+    }
+    r = run_pending(s, p, numOps);
+    free(p);
+    return r;
+}
+
+FAKE_API CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                       unsigned long long flags, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch3d(numOps, opList, failIdx, flags, hStream, 0);
+}
+
+FAKE_API CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+                                            unsigned long long flags, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch3d(numOps, opList, failIdx, flags, hStream, 1);
+}
+
+FAKE_API CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                          unsigned long long flags, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch3d(numOps, opList, NULL, flags, hStream, 0);
+}
+
+FAKE_API CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
+                                               unsigned long long flags, CUstream hStream)
+{
+    FAKE_ENTER();
+    return batch3d(numOps, opList, NULL, flags, hStream, 1);
+}

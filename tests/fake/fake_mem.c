@@ -1,0 +1,547 @@
+/* fake_mem.c - the allocation table and the memory API.
+ *
+ * Device memory is host memory handed out at backing + FAKE_DEV_BIAS, a
+ * non-canonical address, so it can only be reached through the table (a shim
+ * that dereferences a device pointer crashes in the tests, as it would on a
+ * GPU).  Managed memory is usable from the host like real UVM, so its address
+ * is its backing.  Pinned memory (cuMemHostAlloc/cuMemAllocHost) and
+ * registered ranges are ordinary host memory recorded in the table; with
+ * unified addressing their device pointer is their host address.
+ */
+#define _GNU_SOURCE
+#include "fake.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct alloc {
+    uintptr_t base;          /* address the application sees */
+    size_t size;
+    enum fake_mem_kind kind;
+    char *host;              /* backing memory */
+    struct fake_ctx *ctx;
+    unsigned flags;
+    unsigned long long id;
+};
+
+/* sorted by base; ranges never overlap */
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct alloc *tab;
+static size_t ntab, captab;
+static unsigned long long next_buffer_id = 1;
+static size_t device_bytes;
+
+#define TOTAL_MEM (80ULL << 30)
+
+/* index of the entry containing addr, or -1 (mem_lock held) */
+static long find_locked(uintptr_t addr)
+{
+    size_t lo = 0, hi = ntab;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tab[mid].base + tab[mid].size <= addr)
+            lo = mid + 1;
+        else if (tab[mid].base > addr)
+            hi = mid;
+        else
+            return (long)mid;
+    }
+    return -1;
+}
+
+/* does [base, base+size) overlap an entry? (mem_lock held) */
+static int overlaps_locked(uintptr_t base, size_t size)
+{
+    for (size_t i = 0; i < ntab; i++)
+        if (tab[i].base < base + size && base < tab[i].base + tab[i].size)
+            return 1;
+    return 0;
+}
+
+static int insert_locked(struct alloc a)
+{
+    if (ntab == captab) {
+        size_t cap = captab ? 2 * captab : 64;
+        struct alloc *t = realloc(tab, cap * sizeof *t);
+        if (!t)
+            return -1;
+        tab = t;
+        captab = cap;
+    }
+    size_t i = 0;
+    while (i < ntab && tab[i].base < a.base)
+        i++;
+    memmove(&tab[i + 1], &tab[i], (ntab - i) * sizeof *tab);
+    a.id = next_buffer_id++;
+    tab[i] = a;
+    ntab++;
+    if (a.kind == MEM_DEVICE)
+        device_bytes += a.size;
+    return 0;
+}
+
+static void remove_locked(long i)
+{
+    if (tab[i].kind == MEM_DEVICE)
+        device_bytes -= tab[i].size;
+    memmove(&tab[i], &tab[i + 1], (ntab - (size_t)i - 1) * sizeof *tab);
+    ntab--;
+}
+
+/* find the entry starting exactly at base with one of the kinds in mask;
+ * on success copy it out and remove it */
+static int take_locked(uintptr_t base, unsigned kind_mask, struct alloc *out)
+{
+    long i = find_locked(base);
+    if (i < 0 || tab[i].base != base || !((1u << tab[i].kind) & kind_mask))
+        return -1;
+    *out = tab[i];
+    remove_locked(i);
+    return 0;
+}
+
+CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
+                            void **host, enum fake_mem_kind *kind)
+{
+    if (addr == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(addr);
+    if (i >= 0) {
+        struct alloc *a = &tab[i];
+        size_t off = addr - a->base;
+        if (len <= a->size - off) {
+            *host = a->host + off;
+            *kind = a->kind;
+            pthread_mutex_unlock(&mem_lock);
+            return CUDA_SUCCESS;
+        }
+        int is_dev = a->kind == MEM_DEVICE;
+        pthread_mutex_unlock(&mem_lock);
+        /* a host range running past a pinned block is just pageable memory */
+        if (is_dev || need_alloc)
+            return CUDA_ERROR_INVALID_VALUE;
+        *host = (void *)addr;
+        *kind = MEM_PAGEABLE;
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    if (need_alloc || addr >= FAKE_DEV_BIAS)
+        return CUDA_ERROR_INVALID_VALUE;
+    *host = (void *)addr;
+    *kind = MEM_PAGEABLE;
+    return CUDA_SUCCESS;
+}
+
+static void *backing_alloc(size_t size)
+{
+    size_t rounded = (size + 4095) & ~(size_t)4095;
+    return aligned_alloc(4096, rounded);
+}
+
+/* ---- device memory -------------------------------------------------------- */
+static CUresult dev_alloc(CUdeviceptr *dptr, size_t size, struct fake_ctx *c, enum fake_mem_kind kind)
+{
+    if (!dptr || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *host = backing_alloc(size);
+    if (!host)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct alloc a = { .size = size, .kind = kind, .host = host, .ctx = c };
+    a.base = kind == MEM_DEVICE ? (uintptr_t)host + FAKE_DEV_BIAS : (uintptr_t)host;
+    pthread_mutex_lock(&mem_lock);
+    int rc = insert_locked(a);
+    pthread_mutex_unlock(&mem_lock);
+    if (rc) {
+        free(host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *dptr = a.base;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    return dev_alloc(dptr, bytesize, c, MEM_DEVICE);
+}
+
+FAKE_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(dptr, bytesize, c, MEM_MANAGED);
+}
+
+FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    struct alloc a;
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(dptr);
+    int ok = i >= 0 && tab[i].base == dptr &&
+             (tab[i].kind == MEM_DEVICE || tab[i].kind == MEM_MANAGED);
+    if (ok)
+        a = tab[i];
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* cuMemFree is synchronous: queued work may still use the memory */
+    fake_ctx_sync(a.ctx);
+    pthread_mutex_lock(&mem_lock);
+    ok = take_locked(dptr, 1u << MEM_DEVICE | 1u << MEM_MANAGED, &a) == 0;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;   /* freed concurrently */
+    free(a.host);
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream h, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    /* graph memory nodes are not modelled */
+    if (fake_stream_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return dev_alloc(dptr, size, s->ctx, MEM_DEVICE);
+}
+
+FAKE_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    FAKE_ENTER();
+    return alloc_async(dptr, bytesize, hStream, 0);
+}
+
+FAKE_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    FAKE_ENTER();
+    return alloc_async(dptr, bytesize, hStream, 1);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (fake_stream_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct fake_op *op = fake_op_new(OP_FREE);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct alloc a;
+    pthread_mutex_lock(&mem_lock);
+    int ok = take_locked(dptr, 1u << MEM_DEVICE, &a) == 0;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok) {
+        fake_op_free(op);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    /* the address is invalid from now on; the backing goes when the stream
+     * reaches the free, so work queued before it still finds its memory */
+    op->owned = a.host;
+    fake_enqueue(s, op, NULL);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    FAKE_ENTER();
+    return free_async(dptr, hStream, 0);
+}
+
+FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    FAKE_ENTER();
+    return free_async(dptr, hStream, 1);
+}
+
+FAKE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mem_lock);
+    *total = TOTAL_MEM;
+    *free_bytes = device_bytes < TOTAL_MEM ? TOTAL_MEM - device_bytes : 0;
+    pthread_mutex_unlock(&mem_lock);
+    return CUDA_SUCCESS;
+}
+
+/* ---- pinned and registered host memory ----------------------------------------- */
+static CUresult host_alloc(void **pp, size_t size, unsigned flags)
+{
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!pp || size == 0 ||
+        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                             CU_MEMHOSTALLOC_WRITECOMBINED)))
+        return CUDA_ERROR_INVALID_VALUE;
+    char *host = backing_alloc(size);
+    if (!host)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct alloc a = { .base = (uintptr_t)host, .size = size, .kind = MEM_PINNED,
+                       .host = host, .ctx = c, .flags = flags };
+    pthread_mutex_lock(&mem_lock);
+    int rc = insert_locked(a);
+    pthread_mutex_unlock(&mem_lock);
+    if (rc) {
+        free(host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = host;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    FAKE_ENTER();
+    return host_alloc(pp, bytesize, Flags);
+}
+
+FAKE_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    FAKE_ENTER();
+    return host_alloc(pp, bytesize, 0);
+}
+
+FAKE_API CUresult cuMemFreeHost(void *p)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    struct alloc a;
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked((uintptr_t)p);
+    int ok = p && i >= 0 && tab[i].base == (uintptr_t)p && tab[i].kind == MEM_PINNED;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_ctx_sync(NULL);      /* synchronous, like the real one */
+    pthread_mutex_lock(&mem_lock);
+    ok = take_locked((uintptr_t)p, 1u << MEM_PINNED, &a) == 0;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(a.host);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!p || bytesize == 0 || (Flags & ~0xFu))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED,
+                       .host = p, .ctx = c, .flags = Flags };
+    pthread_mutex_lock(&mem_lock);
+    if (overlaps_locked(a.base, a.size)) {
+        pthread_mutex_unlock(&mem_lock);
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    }
+    int rc = insert_locked(a);
+    pthread_mutex_unlock(&mem_lock);
+    return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemHostUnregister(void *p)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked((uintptr_t)p);
+    int ok = i >= 0 && tab[i].base == (uintptr_t)p && tab[i].kind == MEM_REGISTERED;
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    fake_ctx_sync(NULL);
+    struct alloc a;
+    pthread_mutex_lock(&mem_lock);
+    ok = take_locked((uintptr_t)p, 1u << MEM_REGISTERED, &a) == 0;
+    pthread_mutex_unlock(&mem_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+/* look up a host pointer inside a pinned or registered range */
+static int host_entry(void *p, struct alloc *out)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked((uintptr_t)p);
+    int ok = p && i >= 0 && (tab[i].kind == MEM_PINNED || tab[i].kind == MEM_REGISTERED);
+    if (ok)
+        *out = tab[i];
+    pthread_mutex_unlock(&mem_lock);
+    return ok;
+}
+
+FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    struct alloc a;
+    if (!pdptr || Flags != 0 || !host_entry(p, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;    /* unified addressing */
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    struct alloc a;
+    if (!pFlags || !host_entry(p, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = a.flags;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(dptr);
+    if (i >= 0) {
+        if (pbase)
+            *pbase = tab[i].base;
+        if (psize)
+            *psize = tab[i].size;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- pointer attributes ----------------------------------------------------------- */
+/* a == NULL: unknown pointer -> zero of the attribute's size (the
+ * cuPointerGetAttributes behaviour).  Returns INVALID_VALUE for attributes the
+ * fake does not model or that do not apply (host pointer of device memory). */
+static CUresult attr_value(const struct alloc *a, uintptr_t ptr, CUpointer_attribute attr, void *data)
+{
+    unsigned int u = 0;
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = a ? (CUcontext)a->ctx : NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        if (a)
+            u = (a->kind == MEM_DEVICE || a->kind == MEM_MANAGED) ? CU_MEMORYTYPE_DEVICE
+                                                                 : CU_MEMORYTYPE_HOST;
+        *(unsigned int *)data = u;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = a ? ptr : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (a && a->kind == MEM_DEVICE) {
+            *(void **)data = NULL;
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+        *(void **)data = a ? (void *)ptr : NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = a && a->kind == MEM_MANAGED;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(unsigned int *)data = a != NULL;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(unsigned int *)data = 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = a && a->ctx ? a->ctx->dev : (a ? 0 : -2);
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = a ? a->id : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = a ? a->base : 0;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = a ? a->size : 0;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static int lookup_copy(uintptr_t ptr, struct alloc *out)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(ptr);
+    if (i >= 0)
+        *out = tab[i];
+    pthread_mutex_unlock(&mem_lock);
+    return i >= 0;
+}
+
+FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    struct alloc a;
+    if (!data || !lookup_copy(ptr, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    return attr_value(&a, ptr, attribute, data);
+}
+
+FAKE_API CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes,
+                                         void **data, CUdeviceptr ptr)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    if (!attributes || !data || numAttributes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct alloc a;
+    int known = lookup_copy(ptr, &a);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = attr_value(known ? &a : NULL, ptr, attributes[i], data[i]);
+        /* the multi-attribute call reports "does not apply" as a NULL value */
+        if (r && attributes[i] != CU_POINTER_ATTRIBUTE_HOST_POINTER)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}

@@ -1,0 +1,957 @@
+/* fake_stream.c - streams, events, stream capture, graphs, host functions.
+ *
+ * Every stream (a context's legacy stream, each thread's per-thread default
+ * stream, created streams) has its own worker thread that runs a FIFO of ops
+ * later, after an optional random delay (FAKECUDA_DELAY_US, default 0..50 us),
+ * so asynchronous work really completes late and ordering bugs show up.
+ *
+ * Ordering model (CUDA "stream synchronization behavior"):
+ *  - ops of one stream run in order;
+ *  - an op queued on the legacy stream first waits for everything queued
+ *    before it on the blocking streams (created without
+ *    CU_STREAM_NON_BLOCKING, and per-thread default streams) of its context;
+ *  - an op queued on a blocking stream first waits for everything queued
+ *    before it on the legacy stream;
+ *  - cuStreamWaitEvent queues a no-op that waits for the event's op.
+ * Dependencies are (stream, sequence number) pairs taken at enqueue time, so
+ * they always point backwards and cannot form a cycle.
+ *
+ * Handles are pointers to our structs, but every handle is first looked up
+ * in a registry (a list under fake_lock): a bogus or destroyed handle gives
+ * CUDA_ERROR_INVALID_HANDLE instead of being dereferenced.  Structs are
+ * reference counted because deps, events and sync waiters may outlive a
+ * cuStreamDestroy (which, like the real one, returns at once and lets queued
+ * work finish).
+ */
+#define _GNU_SOURCE
+#include "fake.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t fake_cv = PTHREAD_COND_INITIALIZER;
+
+static struct fake_stream *g_streams;
+static unsigned g_seed = 12345;
+
+struct fake_event {
+    uint32_t magic;
+    struct fake_ctx *ctx;
+    unsigned flags;
+    struct fake_stream *s;      /* stream of the last record, or NULL */
+    uint64_t seq;               /* sequence number of the last record's op */
+    int refs;
+    int has_time;
+    struct timespec t;
+    struct fake_event *next;
+};
+#define FAKE_EVENT_MAGIC 0xE7E7E7E7u
+static struct fake_event *g_events;
+
+struct fake_graph {
+    uint32_t magic;
+    int is_exec;
+    struct fake_op **ops;
+    size_t n, cap;
+    struct fake_graph *next;
+};
+#define FAKE_GRAPH_MAGIC 0x6A6A6A6Au
+static struct fake_graph *g_graphs;
+static unsigned long long g_capture_id;
+
+/* ---- ops ---------------------------------------------------------------- */
+struct fake_op *fake_op_new(enum fake_op_kind kind)
+{
+    struct fake_op *op = calloc(1, sizeof *op);
+    if (op)
+        op->kind = kind;
+    return op;
+}
+
+void fake_op_free(struct fake_op *op)
+{
+    if (!op)
+        return;
+    free(op->deps);
+    free(op->owned);
+    free(op);
+}
+
+void fake_copy_run(const struct fake_copy *cp)
+{
+    for (size_t z = 0; z < cp->depth; z++)
+        for (size_t y = 0; y < cp->height; y++)
+            memmove(cp->dst + (z * cp->dheight + y) * cp->dpitch,
+                    cp->src + (z * cp->sheight + y) * cp->spitch, cp->width);
+}
+
+/* ---- reference counting (fake_lock held) ---------------------------------- */
+static void stream_unref_locked(struct fake_stream *s)
+{
+    if (--s->refs > 0)
+        return;
+    for (struct fake_stream **p = &g_streams; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    s->magic = 0;
+    free(s);
+}
+
+static void event_unref_locked(struct fake_event *e)
+{
+    if (--e->refs > 0)
+        return;
+    if (e->s)
+        stream_unref_locked(e->s);
+    e->magic = 0;
+    free(e);
+}
+
+/* ---- worker -------------------------------------------------------------- */
+static void *worker(void *arg)
+{
+    struct fake_stream *s = arg;
+    pthread_mutex_lock(&fake_lock);
+    for (;;) {
+        while (!s->head && !s->destroyed)
+            pthread_cond_wait(&fake_cv, &fake_lock);
+        if (!s->head)
+            break;                        /* destroyed and drained */
+        struct fake_op *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        for (size_t i = 0; i < op->ndeps; i++) {
+            while (op->deps[i].s->completed < op->deps[i].seq)
+                pthread_cond_wait(&fake_cv, &fake_lock);
+            stream_unref_locked(op->deps[i].s);
+        }
+        unsigned delay = fake_delay_us();
+        unsigned sleep_us = delay ? (unsigned)rand_r(&s->rng) % (delay + 1) : 0;
+        pthread_mutex_unlock(&fake_lock);
+
+        if (sleep_us)
+            usleep(sleep_us);
+        switch (op->kind) {
+        case OP_COPY:   fake_copy_run(&op->cp); break;
+        case OP_HOSTFN: op->fn(op->user); break;
+        default:        break;            /* OP_FREE: op->owned is freed below */
+        }
+
+        pthread_mutex_lock(&fake_lock);
+        if (op->kind == OP_EVENT) {
+            if (op->ev->s == s && op->ev->seq == op->seq) {
+                clock_gettime(CLOCK_MONOTONIC, &op->ev->t);
+                op->ev->has_time = 1;
+            }
+            event_unref_locked(op->ev);
+        }
+        s->completed = op->seq;
+        pthread_cond_broadcast(&fake_cv);
+        fake_op_free(op);
+    }
+    stream_unref_locked(s);               /* the worker's reference */
+    pthread_mutex_unlock(&fake_lock);
+    return NULL;
+}
+
+struct fake_stream *fake_stream_new(struct fake_ctx *ctx, enum fake_stream_kind kind,
+                                    unsigned flags, int prio)
+{
+    struct fake_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->magic = FAKE_STREAM_MAGIC;
+    s->kind = kind;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = prio;
+    s->refs = 2;                          /* owner + worker */
+    pthread_mutex_lock(&fake_lock);
+    s->rng = g_seed++;
+    s->next = g_streams;
+    g_streams = s;
+    pthread_mutex_unlock(&fake_lock);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&s->thread, &attr, worker, s);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_lock(&fake_lock);
+        s->refs = 1;
+        stream_unref_locked(s);
+        pthread_mutex_unlock(&fake_lock);
+        return NULL;
+    }
+    return s;
+}
+
+static void stream_destroy_locked(struct fake_stream *s)
+{
+    s->destroyed = 1;
+    pthread_cond_broadcast(&fake_cv);
+    stream_unref_locked(s);               /* the owner's reference */
+}
+
+/* ---- per-thread default streams ---------------------------------------------- */
+#define MAX_PTDS 16
+struct ptds_list { int n; struct fake_ctx *ctx[MAX_PTDS]; struct fake_stream *s[MAX_PTDS]; };
+static pthread_key_t ptds_key;
+static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
+static __thread struct ptds_list *tls_ptds;
+
+/* thread exit: the thread's default streams finish their work and go away */
+static void ptds_exit(void *arg)
+{
+    struct ptds_list *l = arg;
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < l->n; i++)
+        stream_destroy_locked(l->s[i]);
+    pthread_mutex_unlock(&fake_lock);
+    free(l);
+}
+
+static void ptds_key_init(void)
+{
+    pthread_key_create(&ptds_key, ptds_exit);
+}
+
+static struct fake_stream *ptds_stream(struct fake_ctx *c)
+{
+    if (!tls_ptds) {
+        pthread_once(&ptds_once, ptds_key_init);
+        tls_ptds = calloc(1, sizeof *tls_ptds);
+        if (!tls_ptds)
+            return NULL;
+        pthread_setspecific(ptds_key, tls_ptds);
+    }
+    for (int i = 0; i < tls_ptds->n; i++)
+        if (tls_ptds->ctx[i] == c)
+            return tls_ptds->s[i];
+    if (tls_ptds->n == MAX_PTDS)
+        return NULL;
+    struct fake_stream *s = fake_stream_new(c, STREAM_PER_THREAD, 0, 0);
+    if (s) {
+        tls_ptds->ctx[tls_ptds->n] = c;
+        tls_ptds->s[tls_ptds->n++] = s;
+    }
+    return s;
+}
+
+/* ---- handle resolution ---------------------------------------------------- */
+static struct fake_stream *find_user_stream_locked(CUstream h)
+{
+    for (struct fake_stream *s = g_streams; s; s = s->next)
+        if ((CUstream)s == h && s->kind == STREAM_USER && !s->destroyed)
+            return s;
+    return NULL;
+}
+
+CUresult fake_stream_get(CUstream h, int per_thread, struct fake_stream **out)
+{
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (h == CU_STREAM_LEGACY || (h == NULL && !per_thread)) {
+        *out = c->legacy;
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (h == CU_STREAM_PER_THREAD || h == NULL) {
+        *out = ptds_stream(c);
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&fake_lock);
+    struct fake_stream *s = find_user_stream_locked(h);
+    pthread_mutex_unlock(&fake_lock);
+    if (!s || !atomic_load(&s->ctx->alive))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+int fake_stream_capturing(struct fake_stream *s)
+{
+    pthread_mutex_lock(&fake_lock);
+    int c = s->capture != NULL;
+    pthread_mutex_unlock(&fake_lock);
+    return c;
+}
+
+/* ---- enqueue ---------------------------------------------------------------- */
+static int add_dep(struct fake_op *op, struct fake_stream *t, uint64_t seq)
+{
+    struct fake_dep *d = realloc(op->deps, (op->ndeps + 1) * sizeof *d);
+    if (!d)
+        return -1;
+    op->deps = d;
+    d[op->ndeps].s = t;
+    d[op->ndeps].seq = seq;
+    op->ndeps++;
+    t->refs++;
+    return 0;
+}
+
+static void graph_append_locked(struct fake_graph *g, struct fake_op *op)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 16;
+        struct fake_op **ops = realloc(g->ops, cap * sizeof *ops);
+        if (!ops)
+            abort();
+        g->ops = ops;
+        g->cap = cap;
+    }
+    g->ops[g->n++] = op;
+}
+
+void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq)
+{
+    pthread_mutex_lock(&fake_lock);
+    if (s->capture) {
+        graph_append_locked(s->capture, op);
+        pthread_mutex_unlock(&fake_lock);
+        if (seq)
+            *seq = 0;
+        return;
+    }
+    if (s->kind == STREAM_LEGACY) {
+        for (struct fake_stream *t = g_streams; t; t = t->next)
+            if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) &&
+                t->enqueued > t->completed)
+                add_dep(op, t, t->enqueued);
+    } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
+        struct fake_stream *l = s->ctx->legacy;
+        if (l && l->enqueued > l->completed)
+            add_dep(op, l, l->enqueued);
+    }
+    op->seq = ++s->enqueued;
+    if (op->kind == OP_EVENT) {
+        struct fake_event *e = op->ev;
+        if (e->s)
+            stream_unref_locked(e->s);
+        e->s = s;
+        s->refs++;
+        e->seq = op->seq;
+        e->has_time = 0;
+    }
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    if (seq)
+        *seq = op->seq;
+    pthread_cond_broadcast(&fake_cv);
+    pthread_mutex_unlock(&fake_lock);
+}
+
+void fake_stream_wait(struct fake_stream *s, uint64_t seq)
+{
+    pthread_mutex_lock(&fake_lock);
+    while (s->completed < seq)
+        pthread_cond_wait(&fake_cv, &fake_lock);
+    pthread_mutex_unlock(&fake_lock);
+}
+
+void fake_ctx_sync(struct fake_ctx *c)
+{
+    pthread_mutex_lock(&fake_lock);
+again:
+    for (struct fake_stream *s = g_streams; s; s = s->next) {
+        if ((c && s->ctx != c) || s->completed >= s->enqueued)
+            continue;
+        uint64_t target = s->enqueued;
+        s->refs++;
+        while (s->completed < target)
+            pthread_cond_wait(&fake_cv, &fake_lock);
+        stream_unref_locked(s);
+        goto again;                        /* the list may have changed */
+    }
+    pthread_mutex_unlock(&fake_lock);
+}
+
+/* ---- stream API ------------------------------------------------------------------ */
+static CUresult stream_create(CUstream *phStream, unsigned int Flags, int prio)
+{
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_stream *s = fake_stream_new(c, STREAM_USER, Flags, prio);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    FAKE_ENTER();
+    return stream_create(phStream, Flags, 0);
+}
+
+FAKE_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    FAKE_ENTER();
+    if (priority > 0)
+        priority = 0;
+    if (priority < -5)
+        priority = -5;
+    return stream_create(phStream, flags, priority);
+}
+
+FAKE_API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_stream *s = find_user_stream_locked(hStream);
+    if (s)
+        stream_destroy_locked(s);
+    pthread_mutex_unlock(&fake_lock);
+    return s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult stream_sync(CUstream h, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    pthread_mutex_lock(&fake_lock);
+    if (s->capture) {
+        pthread_mutex_unlock(&fake_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    uint64_t target = s->enqueued;
+    while (s->completed < target)
+        pthread_cond_wait(&fake_cv, &fake_lock);
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamSynchronize(CUstream hStream) { FAKE_ENTER(); return stream_sync(hStream, 0); }
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream hStream) { FAKE_ENTER(); return stream_sync(hStream, 1); }
+
+static CUresult stream_query(CUstream h, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    pthread_mutex_lock(&fake_lock);
+    r = s->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+        : s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&fake_lock);
+    return r;
+}
+
+FAKE_API CUresult cuStreamQuery(CUstream hStream) { FAKE_ENTER(); return stream_query(hStream, 0); }
+FAKE_API CUresult cuStreamQuery_ptsz(CUstream hStream) { FAKE_ENTER(); return stream_query(hStream, 1); }
+
+static struct fake_event *find_event_locked(CUevent h)
+{
+    for (struct fake_event *e = g_events; e; e = e->next)
+        if ((CUevent)e == h)
+            return e;
+    return NULL;
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_op *op = fake_op_new(OP_NOOP);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *e = find_event_locked(ev);
+    if (!e) {
+        pthread_mutex_unlock(&fake_lock);
+        fake_op_free(op);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    /* an event never recorded is complete: nothing to wait for.  Inside a
+     * capture, cross-stream event edges are not modelled (documented). */
+    int wait = e->s && e->seq && !s->capture;
+    if (wait)
+        add_dep(op, e->s, e->seq);
+    pthread_mutex_unlock(&fake_lock);
+    if (!wait) {
+        fake_op_free(op);
+        return CUDA_SUCCESS;
+    }
+    fake_enqueue(s, op, NULL);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FAKE_ENTER();
+    return stream_wait_event(hStream, hEvent, Flags, 0);
+}
+
+FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    FAKE_ENTER();
+    return stream_wait_event(hStream, hEvent, Flags, 1);
+}
+
+static CUresult launch_host_func(CUstream h, CUhostFn fn, void *user, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_op *op = fake_op_new(OP_HOSTFN);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->fn = fn;
+    op->user = user;
+    fake_enqueue(s, op, NULL);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    FAKE_ENTER();
+    return launch_host_func(hStream, fn, userData, 0);
+}
+
+FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    FAKE_ENTER();
+    return launch_host_func(hStream, fn, userData, 1);
+}
+
+/* ---- events ------------------------------------------------------------------ */
+FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!phEvent || (Flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING |
+                                         CU_EVENT_INTERPROCESS)))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = FAKE_EVENT_MAGIC;
+    e->ctx = c;
+    e->flags = Flags;
+    e->refs = 1;
+    pthread_mutex_lock(&fake_lock);
+    e->next = g_events;
+    g_events = e;
+    pthread_mutex_unlock(&fake_lock);
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_op *op = fake_op_new(OP_EVENT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *e = find_event_locked(ev);
+    int capturing = s->capture != NULL;
+    if (e && !capturing)
+        e->refs++;                     /* held by the op */
+    pthread_mutex_unlock(&fake_lock);
+    if (!e || capturing) {             /* event nodes in graphs are not modelled */
+        fake_op_free(op);
+        return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    op->ev = e;
+    fake_enqueue(s, op, NULL);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    FAKE_ENTER();
+    return event_record(hEvent, hStream, 0, 0);
+}
+
+FAKE_API CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    FAKE_ENTER();
+    return event_record(hEvent, hStream, 0, 1);
+}
+
+FAKE_API CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    FAKE_ENTER();
+    return event_record(hEvent, hStream, flags, 0);
+}
+
+FAKE_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    FAKE_ENTER();
+    return event_record(hEvent, hStream, flags, 1);
+}
+
+FAKE_API CUresult cuEventQuery(CUevent hEvent)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *e = find_event_locked(hEvent);
+    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE
+               : (!e->s || e->s->completed >= e->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    pthread_mutex_unlock(&fake_lock);
+    return r;
+}
+
+FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *e = find_event_locked(hEvent);
+    if (!e) {
+        pthread_mutex_unlock(&fake_lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    if (e->s) {
+        struct fake_stream *s = e->s;
+        uint64_t seq = e->seq;
+        s->refs++;
+        while (s->completed < seq)
+            pthread_cond_wait(&fake_cv, &fake_lock);
+        stream_unref_locked(s);
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *e = NULL;
+    for (struct fake_event **p = &g_events; *p; p = &(*p)->next)
+        if ((CUevent)*p == hEvent) {
+            e = *p;
+            *p = e->next;
+            break;
+        }
+    if (e)
+        event_unref_locked(e);
+    pthread_mutex_unlock(&fake_lock);
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult elapsed(float *ms, CUevent a, CUevent b)
+{
+    FAKE_CHECK_INIT();
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_event *ea = find_event_locked(a), *eb = find_event_locked(b);
+    CUresult r = CUDA_SUCCESS;
+    if (!ea || !eb || ((ea->flags | eb->flags) & CU_EVENT_DISABLE_TIMING) || !ea->s || !eb->s)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (!ea->has_time || !eb->has_time)
+        r = CUDA_ERROR_NOT_READY;
+    else
+        *ms = (float)((eb->t.tv_sec - ea->t.tv_sec) * 1e3 + (eb->t.tv_nsec - ea->t.tv_nsec) / 1e6);
+    pthread_mutex_unlock(&fake_lock);
+    return r;
+}
+
+FAKE_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    FAKE_ENTER();
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+FAKE_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    FAKE_ENTER();
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+/* ---- capture and graphs --------------------------------------------------------- */
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
+{
+    (void)mode;
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (s->kind == STREAM_LEGACY)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct fake_graph *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->magic = FAKE_GRAPH_MAGIC;
+    pthread_mutex_lock(&fake_lock);
+    if (s->capture) {
+        pthread_mutex_unlock(&fake_lock);
+        free(g);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    s->capture = g;
+    s->capture_id = ++g_capture_id;
+    pthread_mutex_unlock(&fake_lock);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    FAKE_ENTER();
+    return begin_capture(hStream, mode, 0);
+}
+
+FAKE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    FAKE_ENTER();
+    return begin_capture(hStream, mode, 1);
+}
+
+static CUresult end_capture(CUstream h, CUgraph *phGraph, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_graph *g = s->capture;
+    if (g) {
+        s->capture = NULL;
+        g->next = g_graphs;
+        g_graphs = g;
+    }
+    pthread_mutex_unlock(&fake_lock);
+    if (!g)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    FAKE_ENTER();
+    return end_capture(hStream, phGraph, 0);
+}
+
+FAKE_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    FAKE_ENTER();
+    return end_capture(hStream, phGraph, 1);
+}
+
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                             CUgraph *graph, const CUgraphNode **deps,
+                             const CUgraphEdgeData **edges, size_t *ndeps, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (!st)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_lock);
+    *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id)
+        *id = s->capture ? s->capture_id : 0;
+    if (graph)
+        *graph = (CUgraph)s->capture;
+    pthread_mutex_unlock(&fake_lock);
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (ndeps)
+        *ndeps = 0;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    FAKE_ENTER();
+    return capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL, 0);
+}
+
+FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    FAKE_ENTER();
+    return capture_info(hStream, captureStatus, NULL, NULL, NULL, NULL, NULL, 1);
+}
+
+FAKE_API CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                            cuuint64_t *id_out, CUgraph *graph_out,
+                                            const CUgraphNode **dependencies_out,
+                                            const CUgraphEdgeData **edgeData_out,
+                                            size_t *numDependencies_out)
+{
+    FAKE_ENTER();
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, 0);
+}
+
+FAKE_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                 cuuint64_t *id_out, CUgraph *graph_out,
+                                                 const CUgraphNode **dependencies_out,
+                                                 const CUgraphEdgeData **edgeData_out,
+                                                 size_t *numDependencies_out)
+{
+    FAKE_ENTER();
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out,
+                        edgeData_out, numDependencies_out, 1);
+}
+
+static struct fake_graph *find_graph_locked(void *h, int is_exec)
+{
+    for (struct fake_graph *g = g_graphs; g; g = g->next)
+        if ((void *)g == h && g->is_exec == is_exec)
+            return g;
+    return NULL;
+}
+
+/* captured ops never own memory (no snapshots are taken while capturing), so
+ * a clone is a plain struct copy */
+static struct fake_op *op_clone(const struct fake_op *src)
+{
+    struct fake_op *op = fake_op_new(src->kind);
+    if (op) {
+        *op = *src;
+        op->next = NULL;
+        op->deps = NULL;
+        op->ndeps = 0;
+        op->owned = NULL;
+    }
+    return op;
+}
+
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                              unsigned long long flags)
+{
+    FAKE_ENTER();
+    (void)flags;
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!phGraphExec)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_graph *x = calloc(1, sizeof *x);
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    x->magic = FAKE_GRAPH_MAGIC;
+    x->is_exec = 1;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_graph *g = find_graph_locked(hGraph, 0);
+    if (!g) {
+        pthread_mutex_unlock(&fake_lock);
+        free(x);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < g->n; i++)
+        graph_append_locked(x, op_clone(g->ops[i]));
+    x->next = g_graphs;
+    g_graphs = x;
+    pthread_mutex_unlock(&fake_lock);
+    *phGraphExec = (CUgraphExec)x;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec hx, CUstream h, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    pthread_mutex_lock(&fake_lock);
+    struct fake_graph *x = find_graph_locked(hx, 1);
+    size_t n = x ? x->n : 0;
+    struct fake_op **ops = n ? malloc(n * sizeof *ops) : NULL;
+    for (size_t i = 0; ops && i < n; i++)
+        ops[i] = op_clone(x->ops[i]);
+    pthread_mutex_unlock(&fake_lock);
+    if (!x)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (n && !ops)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < n; i++)
+        fake_enqueue(s, ops[i], NULL);
+    free(ops);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FAKE_ENTER();
+    return graph_launch(hGraphExec, hStream, 0);
+}
+
+FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    FAKE_ENTER();
+    return graph_launch(hGraphExec, hStream, 1);
+}
+
+static CUresult graph_destroy(void *h, int is_exec)
+{
+    FAKE_CHECK_INIT();
+    pthread_mutex_lock(&fake_lock);
+    struct fake_graph *g = NULL;
+    for (struct fake_graph **p = &g_graphs; *p; p = &(*p)->next)
+        if ((void *)*p == h && (*p)->is_exec == is_exec) {
+            g = *p;
+            *p = g->next;
+            break;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < g->n; i++)
+        fake_op_free(g->ops[i]);
+    free(g->ops);
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    FAKE_ENTER();
+    return graph_destroy(hGraph, 0);
+}
+
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    FAKE_ENTER();
+    return graph_destroy(hGraphExec, 1);
+}

@@ -1,0 +1,79 @@
+/* drv_list.h - every driver entry point the tests use, as an X-macro:
+ *   X(field, base name, version asked for, PFN type, legacy export, per-thread export)
+ * The version is the one whose ABI the PFN type describes (13000 unless the
+ * ABI changed later, 12080 for the CUDA 12.8 batch ABI).  Entries without a
+ * stream variant name the same export twice. */
+#define DRV_LIST(X) \
+    X(Init, cuInit, 13000, PFN_cuInit_v2000, cuInit, cuInit) \
+    X(DriverGetVersion, cuDriverGetVersion, 13000, PFN_cuDriverGetVersion_v2020, cuDriverGetVersion, cuDriverGetVersion) \
+    X(DeviceGet, cuDeviceGet, 13000, PFN_cuDeviceGet_v2000, cuDeviceGet, cuDeviceGet) \
+    X(DeviceGetCount, cuDeviceGetCount, 13000, PFN_cuDeviceGetCount_v2000, cuDeviceGetCount, cuDeviceGetCount) \
+    X(DeviceGetAttribute, cuDeviceGetAttribute, 13000, PFN_cuDeviceGetAttribute_v2000, cuDeviceGetAttribute, cuDeviceGetAttribute) \
+    X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 13000, PFN_cuDevicePrimaryCtxRetain_v7000, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) \
+    X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 13000, PFN_cuDevicePrimaryCtxRelease_v11000, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2) \
+    X(CtxCreate, cuCtxCreate, 12000, PFN_cuCtxCreate_v3020, cuCtxCreate_v2, cuCtxCreate_v2) \
+    X(CtxDestroy, cuCtxDestroy, 13000, PFN_cuCtxDestroy_v4000, cuCtxDestroy_v2, cuCtxDestroy_v2) \
+    X(CtxGetCurrent, cuCtxGetCurrent, 13000, PFN_cuCtxGetCurrent_v4000, cuCtxGetCurrent, cuCtxGetCurrent) \
+    X(CtxSetCurrent, cuCtxSetCurrent, 13000, PFN_cuCtxSetCurrent_v4000, cuCtxSetCurrent, cuCtxSetCurrent) \
+    X(CtxPushCurrent, cuCtxPushCurrent, 13000, PFN_cuCtxPushCurrent_v4000, cuCtxPushCurrent_v2, cuCtxPushCurrent_v2) \
+    X(CtxPopCurrent, cuCtxPopCurrent, 13000, PFN_cuCtxPopCurrent_v4000, cuCtxPopCurrent_v2, cuCtxPopCurrent_v2) \
+    X(CtxGetDevice, cuCtxGetDevice, 12000, PFN_cuCtxGetDevice_v2000, cuCtxGetDevice, cuCtxGetDevice) \
+    X(CtxSynchronize, cuCtxSynchronize, 12000, PFN_cuCtxSynchronize_v2000, cuCtxSynchronize, cuCtxSynchronize) \
+    X(GetErrorName, cuGetErrorName, 13000, PFN_cuGetErrorName_v6000, cuGetErrorName, cuGetErrorName) \
+    X(MemAlloc, cuMemAlloc, 13000, PFN_cuMemAlloc_v3020, cuMemAlloc_v2, cuMemAlloc_v2) \
+    X(MemFree, cuMemFree, 13000, PFN_cuMemFree_v3020, cuMemFree_v2, cuMemFree_v2) \
+    X(MemAllocAsync, cuMemAllocAsync, 13000, PFN_cuMemAllocAsync_v11020, cuMemAllocAsync, cuMemAllocAsync_ptsz) \
+    X(MemFreeAsync, cuMemFreeAsync, 13000, PFN_cuMemFreeAsync_v11020, cuMemFreeAsync, cuMemFreeAsync_ptsz) \
+    X(MemAllocManaged, cuMemAllocManaged, 13000, PFN_cuMemAllocManaged_v6000, cuMemAllocManaged, cuMemAllocManaged) \
+    X(MemAllocHost, cuMemAllocHost, 13000, PFN_cuMemAllocHost_v3020, cuMemAllocHost_v2, cuMemAllocHost_v2) \
+    X(MemHostAlloc, cuMemHostAlloc, 13000, PFN_cuMemHostAlloc_v2020, cuMemHostAlloc, cuMemHostAlloc) \
+    X(MemFreeHost, cuMemFreeHost, 13000, PFN_cuMemFreeHost_v2000, cuMemFreeHost, cuMemFreeHost) \
+    X(MemHostRegister, cuMemHostRegister, 13000, PFN_cuMemHostRegister_v6050, cuMemHostRegister_v2, cuMemHostRegister_v2) \
+    X(MemHostUnregister, cuMemHostUnregister, 13000, PFN_cuMemHostUnregister_v4000, cuMemHostUnregister, cuMemHostUnregister) \
+    X(MemHostGetDevicePointer, cuMemHostGetDevicePointer, 13000, PFN_cuMemHostGetDevicePointer_v3020, cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer_v2) \
+    X(MemHostGetFlags, cuMemHostGetFlags, 13000, PFN_cuMemHostGetFlags_v2030, cuMemHostGetFlags, cuMemHostGetFlags) \
+    X(MemGetAddressRange, cuMemGetAddressRange, 13000, PFN_cuMemGetAddressRange_v3020, cuMemGetAddressRange_v2, cuMemGetAddressRange_v2) \
+    X(PointerGetAttribute, cuPointerGetAttribute, 13000, PFN_cuPointerGetAttribute_v4000, cuPointerGetAttribute, cuPointerGetAttribute) \
+    X(PointerGetAttributes, cuPointerGetAttributes, 13000, PFN_cuPointerGetAttributes_v7000, cuPointerGetAttributes, cuPointerGetAttributes) \
+    X(MemGetInfo, cuMemGetInfo, 13000, PFN_cuMemGetInfo_v3020, cuMemGetInfo_v2, cuMemGetInfo_v2) \
+    X(Memcpy, cuMemcpy, 13000, PFN_cuMemcpy_v4000, cuMemcpy, cuMemcpy_ptds) \
+    X(MemcpyAsync, cuMemcpyAsync, 13000, PFN_cuMemcpyAsync_v4000, cuMemcpyAsync, cuMemcpyAsync_ptsz) \
+    X(MemcpyHtoD, cuMemcpyHtoD, 13000, PFN_cuMemcpyHtoD_v3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds) \
+    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync, 13000, PFN_cuMemcpyHtoDAsync_v3020, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz) \
+    X(MemcpyDtoH, cuMemcpyDtoH, 13000, PFN_cuMemcpyDtoH_v3020, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds) \
+    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync, 13000, PFN_cuMemcpyDtoHAsync_v3020, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz) \
+    X(MemcpyDtoD, cuMemcpyDtoD, 13000, PFN_cuMemcpyDtoD_v3020, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds) \
+    X(MemcpyDtoDAsync, cuMemcpyDtoDAsync, 13000, PFN_cuMemcpyDtoDAsync_v3020, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz) \
+    X(MemcpyPeer, cuMemcpyPeer, 13000, PFN_cuMemcpyPeer_v4000, cuMemcpyPeer, cuMemcpyPeer_ptds) \
+    X(MemcpyPeerAsync, cuMemcpyPeerAsync, 13000, PFN_cuMemcpyPeerAsync_v4000, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz) \
+    X(Memcpy2D, cuMemcpy2D, 13000, PFN_cuMemcpy2D_v3020, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds) \
+    X(Memcpy2DUnaligned, cuMemcpy2DUnaligned, 13000, PFN_cuMemcpy2DUnaligned_v3020, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds) \
+    X(Memcpy2DAsync, cuMemcpy2DAsync, 13000, PFN_cuMemcpy2DAsync_v3020, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz) \
+    X(Memcpy3D, cuMemcpy3D, 13000, PFN_cuMemcpy3D_v3020, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds) \
+    X(Memcpy3DAsync, cuMemcpy3DAsync, 13000, PFN_cuMemcpy3DAsync_v3020, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz) \
+    X(MemcpyBatchAsync, cuMemcpyBatchAsync, 13000, PFN_cuMemcpyBatchAsync_v13000, cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz) \
+    X(MemcpyBatchAsync12, cuMemcpyBatchAsync, 12080, PFN_cuMemcpyBatchAsync_v12080, cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz) \
+    X(Memcpy3DBatchAsync, cuMemcpy3DBatchAsync, 13000, PFN_cuMemcpy3DBatchAsync_v13000, cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz) \
+    X(Memcpy3DBatchAsync12, cuMemcpy3DBatchAsync, 12080, PFN_cuMemcpy3DBatchAsync_v12080, cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz) \
+    X(StreamCreate, cuStreamCreate, 13000, PFN_cuStreamCreate_v2000, cuStreamCreate, cuStreamCreate) \
+    X(StreamCreateWithPriority, cuStreamCreateWithPriority, 13000, PFN_cuStreamCreateWithPriority_v5050, cuStreamCreateWithPriority, cuStreamCreateWithPriority) \
+    X(StreamDestroy, cuStreamDestroy, 13000, PFN_cuStreamDestroy_v4000, cuStreamDestroy_v2, cuStreamDestroy_v2) \
+    X(StreamSynchronize, cuStreamSynchronize, 13000, PFN_cuStreamSynchronize_v2000, cuStreamSynchronize, cuStreamSynchronize_ptsz) \
+    X(StreamQuery, cuStreamQuery, 13000, PFN_cuStreamQuery_v2000, cuStreamQuery, cuStreamQuery_ptsz) \
+    X(StreamWaitEvent, cuStreamWaitEvent, 13000, PFN_cuStreamWaitEvent_v3020, cuStreamWaitEvent, cuStreamWaitEvent_ptsz) \
+    X(StreamIsCapturing, cuStreamIsCapturing, 13000, PFN_cuStreamIsCapturing_v10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz) \
+    X(StreamGetCaptureInfo, cuStreamGetCaptureInfo, 13000, PFN_cuStreamGetCaptureInfo_v12030, cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo_v3_ptsz) \
+    X(StreamBeginCapture, cuStreamBeginCapture, 13000, PFN_cuStreamBeginCapture_v10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz) \
+    X(StreamEndCapture, cuStreamEndCapture, 13000, PFN_cuStreamEndCapture_v10000, cuStreamEndCapture, cuStreamEndCapture_ptsz) \
+    X(GraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 13000, PFN_cuGraphInstantiateWithFlags_v11040, cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags) \
+    X(GraphLaunch, cuGraphLaunch, 13000, PFN_cuGraphLaunch_v10000, cuGraphLaunch, cuGraphLaunch_ptsz) \
+    X(GraphDestroy, cuGraphDestroy, 13000, PFN_cuGraphDestroy_v10000, cuGraphDestroy, cuGraphDestroy) \
+    X(GraphExecDestroy, cuGraphExecDestroy, 13000, PFN_cuGraphExecDestroy_v10000, cuGraphExecDestroy, cuGraphExecDestroy) \
+    X(EventCreate, cuEventCreate, 13000, PFN_cuEventCreate_v2000, cuEventCreate, cuEventCreate) \
+    X(EventRecord, cuEventRecord, 13000, PFN_cuEventRecord_v2000, cuEventRecord, cuEventRecord_ptsz) \
+    X(EventRecordWithFlags, cuEventRecordWithFlags, 13000, PFN_cuEventRecordWithFlags_v11010, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz) \
+    X(EventQuery, cuEventQuery, 13000, PFN_cuEventQuery_v2000, cuEventQuery, cuEventQuery) \
+    X(EventSynchronize, cuEventSynchronize, 13000, PFN_cuEventSynchronize_v2000, cuEventSynchronize, cuEventSynchronize) \
+    X(EventDestroy, cuEventDestroy, 13000, PFN_cuEventDestroy_v4000, cuEventDestroy_v2, cuEventDestroy_v2) \
+    X(EventElapsedTime, cuEventElapsedTime, 13000, PFN_cuEventElapsedTime_v12080, cuEventElapsedTime_v2, cuEventElapsedTime_v2) \
+    X(LaunchHostFunc, cuLaunchHostFunc, 13000, PFN_cuLaunchHostFunc_v10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)

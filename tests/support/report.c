@@ -1,0 +1,197 @@
+#define _GNU_SOURCE
+#include "report.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct p { const char *s, *start; struct report *r; };
+
+static int fail(struct p *p, const char *fmt, ...)
+{
+    if (!p->r->err[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = snprintf(p->r->err, sizeof p->r->err, "offset %ld: ", (long)(p->s - p->start));
+        vsnprintf(p->r->err + n, sizeof p->r->err - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void ws(struct p *p) { while (isspace((unsigned char)*p->s)) p->s++; }
+
+static int lit(struct p *p, char c)
+{
+    ws(p);
+    if (*p->s != c)
+        return fail(p, "expected '%c'", c);
+    p->s++;
+    return 0;
+}
+
+static int str(struct p *p, char *out, size_t n)
+{
+    ws(p);
+    if (*p->s != '"')
+        return fail(p, "expected a string");
+    p->s++;
+    size_t i = 0;
+    while (*p->s && *p->s != '"') {
+        if (*p->s == '\\' && p->s[1])
+            p->s++;
+        if (i + 1 < n)
+            out[i++] = *p->s;
+        p->s++;
+    }
+    if (*p->s != '"')
+        return fail(p, "unterminated string");
+    p->s++;
+    out[i] = 0;
+    return 0;
+}
+
+static int num(struct p *p, double *out)
+{
+    ws(p);
+    char *end;
+    *out = strtod(p->s, &end);
+    if (end == p->s)
+        return fail(p, "expected a number");
+    p->s = end;
+    return 0;
+}
+
+static int key(struct p *p, const char *want)
+{
+    char k[64];
+    if (str(p, k, sizeof k) || lit(p, ':'))
+        return -1;
+    if (strcmp(k, want) != 0)
+        return fail(p, "key \"%s\" where \"%s\" was expected", k, want);
+    return 0;
+}
+
+/* a row object must start its own line */
+static int row_start(struct p *p)
+{
+    ws(p);
+    const char *q = p->s;
+    while (q > p->start && (q[-1] == ' ' || q[-1] == '\t'))
+        q--;
+    if (q > p->start && q[-1] != '\n')
+        return fail(p, "row does not start a line");
+    return lit(p, '{');
+}
+
+static int transfer(struct p *p, struct rep_row *w)
+{
+    double d;
+    if (row_start(p) || key(p, "api") || str(p, w->api, sizeof w->api) || lit(p, ',') ||
+        key(p, "direction") || str(p, w->direction, sizeof w->direction) || lit(p, ',') ||
+        key(p, "memory") || str(p, w->memory, sizeof w->memory) || lit(p, ',') ||
+        key(p, "path") || str(p, w->path, sizeof w->path) || lit(p, ','))
+        return -1;
+    if (key(p, "calls") || num(p, &d)) return -1;
+    w->calls = (long)d;
+    if (lit(p, ',') || key(p, "errors") || num(p, &d)) return -1;
+    w->errors = (long)d;
+    if (lit(p, ',') || key(p, "bytes") || num(p, &d)) return -1;
+    w->bytes = (long long)d;
+    if (lit(p, ',') || key(p, "seconds") || num(p, &w->seconds)) return -1;
+    if (lit(p, ',') || key(p, "gbps") || num(p, &w->gbps)) return -1;
+    return lit(p, '}');
+}
+
+static int allocation(struct p *p, struct rep_alloc *w)
+{
+    double d;
+    if (row_start(p) || key(p, "api") || str(p, w->api, sizeof w->api) || lit(p, ','))
+        return -1;
+    if (key(p, "calls") || num(p, &d)) return -1;
+    w->calls = (long)d;
+    if (lit(p, ',') || key(p, "errors") || num(p, &d)) return -1;
+    w->errors = (long)d;
+    if (lit(p, ',') || key(p, "bytes") || num(p, &d)) return -1;
+    w->bytes = (long long)d;
+    if (lit(p, ',') || key(p, "seconds") || num(p, &w->seconds)) return -1;
+    return lit(p, '}');
+}
+
+int report_parse(const char *text, struct report *r)
+{
+    memset(r, 0, sizeof *r);
+    struct p p = { text, text, r };
+    double d;
+    if (lit(&p, '{') || key(&p, "schema") || str(&p, r->schema, sizeof r->schema) || lit(&p, ','))
+        return -1;
+    if (strcmp(r->schema, "pinfast-report/1") != 0)
+        return fail(&p, "schema \"%s\"", r->schema);
+    if (key(&p, "pid") || num(&p, &d)) return -1;
+    r->pid = (long)d;
+    if (lit(&p, ',') || key(&p, "wall_seconds") || num(&p, &r->wall_seconds) || lit(&p, ','))
+        return -1;
+    if (key(&p, "transfers") || lit(&p, '['))
+        return -1;
+    ws(&p);
+    if (*p.s != ']') {
+        do {
+            if (r->nt == (int)(sizeof r->t / sizeof r->t[0]))
+                return fail(&p, "too many transfer rows");
+            if (transfer(&p, &r->t[r->nt++]))
+                return -1;
+            ws(&p);
+        } while (*p.s == ',' && p.s++);
+    }
+    if (lit(&p, ']') || lit(&p, ',') || key(&p, "allocations") || lit(&p, '['))
+        return -1;
+    ws(&p);
+    if (*p.s != ']') {
+        do {
+            if (r->na == (int)(sizeof r->a / sizeof r->a[0]))
+                return fail(&p, "too many allocation rows");
+            if (allocation(&p, &r->a[r->na++]))
+                return -1;
+            ws(&p);
+        } while (*p.s == ',' && p.s++);
+    }
+    if (lit(&p, ']') || lit(&p, '}'))
+        return -1;
+    ws(&p);
+    if (*p.s)
+        return fail(&p, "trailing text");
+    return 0;
+}
+
+int report_read(const char *file, struct report *r)
+{
+    FILE *f = fopen(file, "r");
+    if (!f) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->err, sizeof r->err, "cannot open %s", file);
+        return -1;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *b = realloc(buf, cap * 2);
+            if (!b) { free(buf); buf = NULL; break; }
+            buf = b;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        snprintf(r->err, sizeof r->err, "out of memory");
+        return -1;
+    }
+    buf[n] = 0;
+    int rc = report_parse(buf, r);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,31 @@
+/* report.h - reader for pinfast's JSON exit report (schema pinfast-report/1).
+ * Checks the format strictly: key names and their order in each row, one row
+ * object per line. */
+#ifndef PFT_REPORT_H
+#define PFT_REPORT_H
+struct rep_row {
+    char api[48], direction[16], memory[16], path[16];
+    long calls, errors;
+    long long bytes;
+    double seconds, gbps;
+};
+struct rep_alloc {
+    char api[48];
+    long calls, errors;
+    long long bytes;
+    double seconds;
+};
+struct report {
+    char schema[32];
+    long pid;
+    double wall_seconds;
+    struct rep_row t[128];
+    int nt;
+    struct rep_alloc a[64];
+    int na;
+    char err[160];
+};
+/* 0 on success; -1 with r->err set */
+int report_read(const char *file, struct report *r);
+int report_parse(const char *text, struct report *r);
+#endif

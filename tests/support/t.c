@@ -1,0 +1,140 @@
+#define _GNU_SOURCE
+#include "t.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dlfcn.h>
+
+struct drv D;
+CUcontext T_CTX;
+
+void t_check(CUresult got, CUresult want, const char *expr, const char *file, int line)
+{
+    if (got == want)
+        return;
+    const char *gn = NULL, *wn = NULL;
+    if (D.GetErrorName) {
+        D.GetErrorName(got, &gn);
+        D.GetErrorName(want, &wn);
+    }
+    print_error("%s:%d: %s returned %d (%s), expected %d (%s)\n", file, line, expr, (int)got,
+                gn ? gn : "?", (int)want, wn ? wn : "?");
+    fail();
+}
+
+int t_pinfast(void)
+{
+    const char *v = getenv("PFT_PINFAST");
+    return v && strcmp(v, "1") == 0;
+}
+
+static uint64_t seed, state;
+
+uint64_t t_seed(void)
+{
+    if (!seed) {
+        const char *v = getenv("PFT_SEED");
+        seed = v ? strtoull(v, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+        if (!seed)
+            seed = 1;
+        state = seed;
+        printf("[ seed     ] PFT_SEED=%llu\n", (unsigned long long)seed);
+    }
+    return seed;
+}
+
+uint64_t t_rand(void)
+{
+    t_seed();
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 2685821657736338717ULL;
+}
+
+size_t t_rand_range(size_t lo, size_t hi)
+{
+    return lo + (size_t)(t_rand() % (uint64_t)(hi - lo + 1));
+}
+
+static inline uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+void t_fill(void *p, size_t n, uint64_t salt)
+{
+    unsigned char *b = p;
+    uint64_t k = mix(salt ^ seed);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = mix(k + i);
+        memcpy(b + i, &v, 8);
+    }
+    uint64_t v = mix(k + i);
+    for (; i < n; i++)
+        b[i] = (unsigned char)(v >> (8 * (i & 7)));
+}
+
+int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad)
+{
+    const unsigned char *b = p;
+    uint64_t k = mix(salt ^ seed);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = mix(k + i);
+        if (memcmp(b + i, &v, 8) != 0) {
+            for (size_t j = 0; j < 8; j++)
+                if (b[i + j] != (unsigned char)(v >> (8 * j))) {
+                    *bad = i + j;
+                    return 0;
+                }
+        }
+    }
+    uint64_t v = mix(k + i);
+    for (; i < n; i++)
+        if (b[i] != (unsigned char)(v >> (8 * (i & 7)))) {
+            *bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+void t_poison(void *p, size_t n)
+{
+    memset(p, 0xA5, n);
+}
+
+void t_bind_ctx(void)
+{
+    if (D.CtxSetCurrent(T_CTX) != CUDA_SUCCESS)
+        abort();
+}
+
+int t_setup(void **state_)
+{
+    (void)state_;
+    t_seed();
+    if (t_pinfast()) {
+        /* a missing preload is only a warning from ld.so: make it fatal */
+        const char *shim = getenv("PFT_SHIM");
+        if (!shim || !dlopen(shim, RTLD_NOW | RTLD_NOLOAD)) {
+            fprintf(stderr, "t_setup: PFT_PINFAST=1 but %s is not loaded\n", shim ? shim : "(PFT_SHIM unset)");
+            return -1;
+        }
+    }
+    if (drv_load_from_env(&D) != 0)
+        return -1;
+    CUdevice dev;
+    if (D.Init(0) || D.DeviceGet(&dev, 0) || D.DevicePrimaryCtxRetain(&T_CTX, dev) ||
+        D.CtxSetCurrent(T_CTX))
+        return -1;
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* t.h - helpers shared by the cmocka tests. */
+#ifndef PFT_T_H
+#define PFT_T_H
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "drv.h"
+
+extern struct drv D;          /* filled by t_setup from PFT_PATH / PFT_FLAVOUR */
+extern CUcontext T_CTX;       /* primary context of device 0, current in the main thread */
+
+/* check a CUresult, printing the expression and both codes' names on failure */
+#define CK(expr) t_check((expr), CUDA_SUCCESS, #expr, __FILE__, __LINE__)
+#define CK_EQ(expr, want) t_check((expr), (want), #expr, __FILE__, __LINE__)
+void t_check(CUresult got, CUresult want, const char *expr, const char *file, int line);
+
+int t_setup(void **state);           /* group setup: load, cuInit, context */
+int t_pinfast(void);                 /* running under LD_PRELOAD=libpinfast.so */
+uint64_t t_seed(void);               /* PFT_SEED or time; printed once */
+uint64_t t_rand(void);               /* xorshift64* on the seed */
+size_t t_rand_range(size_t lo, size_t hi);   /* inclusive */
+void t_fill(void *p, size_t n, uint64_t salt);   /* deterministic pseudo-random bytes */
+int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad);
+void t_poison(void *p, size_t n);
+/* make the calling (non-main) thread use T_CTX */
+void t_bind_ctx(void);
+#endif
