@@ -1,0 +1,427 @@
+/* test_data: every byte arrives, for random sizes (1 B .. 64 MiB+) and
+ * offsets, pageable / pinned / registered / managed host memory, sync and
+ * async, H2D, D2H, D2D, peer, unified, 2D, 3D and batch copies.  Destinations
+ * are poisoned and the guard bytes around them checked. */
+#define _GNU_SOURCE
+#include "t.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+
+enum hmem { H_PAGEABLE, H_PINNED, H_REGISTERED };
+static const char *hname[] = { "pageable", "pinned", "registered" };
+
+struct hbuf { enum hmem kind; unsigned char *base; size_t size; };
+
+static void halloc(struct hbuf *b, enum hmem kind, size_t size)
+{
+    b->kind = kind;
+    b->size = size;
+    if (kind == H_PINNED) {
+        CK(D.MemHostAlloc((void **)&b->base, size, 0));
+    } else {
+        b->base = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+        assert_non_null(b->base);
+        if (kind == H_REGISTERED)
+            CK(D.MemHostRegister(b->base, size, 0));
+    }
+}
+
+static void hfree(struct hbuf *b)
+{
+    if (b->kind == H_PINNED) {
+        CK(D.MemFreeHost(b->base));
+    } else {
+        if (b->kind == H_REGISTERED)
+            CK(D.MemHostUnregister(b->base));
+        free(b->base);
+    }
+}
+
+static void expect_fill(const void *p, size_t n, uint64_t salt, const char *what)
+{
+    size_t bad;
+    if (!t_check_fill(p, n, salt, &bad))
+        fail_msg("%s: wrong byte at offset %zu of %zu", what, bad, n);
+}
+
+static void expect_poison(const unsigned char *p, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0xA5)
+            fail_msg("%s: byte %zu outside the copy was overwritten", what, i);
+}
+
+static CUstream S;    /* a created blocking stream */
+
+static int setup(void **s)
+{
+    if (t_setup(s))
+        return -1;
+    return D.StreamCreate(&S, CU_STREAM_DEFAULT) ? -1 : 0;
+}
+
+/* H2D then D2H of n bytes at random offsets through host memory of kind k */
+static void roundtrip(size_t n, enum hmem k, int async, CUstream st)
+{
+    size_t hoff = t_rand_range(0, 63), doff = t_rand_range(0, 63), roff = t_rand_range(0, 63);
+    struct hbuf src, dst;
+    halloc(&src, k, n + 128);
+    halloc(&dst, k, n + 2 * GUARD + 64);
+    CUdeviceptr dev;
+    CK(D.MemAlloc(&dev, n + 128));
+    uint64_t salt = t_rand();
+    t_fill(src.base + hoff, n, salt);
+    t_poison(dst.base, dst.size);
+    unsigned char *out = dst.base + GUARD + roff;
+    char what[128];
+    snprintf(what, sizeof what, "%s %s roundtrip of %zu bytes (offsets %zu/%zu/%zu)",
+             hname[k], async ? "async" : "sync", n, hoff, doff, roff);
+    if (async) {
+        CK(D.MemcpyHtoDAsync(dev + doff, src.base + hoff, n, st));
+        CK(D.MemcpyDtoHAsync(out, dev + doff, n, st));
+        if (k != H_PAGEABLE)               /* pageable D2H returns with the data in place */
+            CK(D.StreamSynchronize(st));
+    } else {
+        CK(D.MemcpyHtoD(dev + doff, src.base + hoff, n));
+        CK(D.MemcpyDtoH(out, dev + doff, n));
+    }
+    expect_fill(out, n, salt, what);
+    expect_poison(dst.base, GUARD + roff, what);
+    expect_poison(out + n, dst.size - (size_t)(out + n - dst.base), what);
+    CK(D.MemFree(dev));
+    hfree(&src);
+    hfree(&dst);
+}
+
+static size_t sizes[] = { 1, 2, 3, 7, 8, 15, 63, 64, 65, 511, 4095, 4096, 4097, 65536, 65537,
+                          1 << 20, (1 << 20) + 1, (4 << 20) - 3, (8 << 20) + 13 };
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+static void test_sizes_sync(void **s)
+{
+    (void)s;
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < NSIZES; i++)
+            roundtrip(sizes[i], (enum hmem)k, 0, NULL);
+}
+
+static void test_sizes_async(void **s)
+{
+    (void)s;
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < NSIZES; i++) {
+            roundtrip(sizes[i], (enum hmem)k, 1, S);
+            roundtrip(sizes[i], (enum hmem)k, 1, NULL);   /* the flavour's default stream */
+        }
+}
+
+static void test_random_sizes(void **s)
+{
+    (void)s;
+    for (int i = 0; i < 24; i++) {
+        size_t n = (size_t)1 << t_rand_range(0, 24);
+        n += t_rand_range(0, n);
+        roundtrip(n, (enum hmem)t_rand_range(0, 2), (int)t_rand_range(0, 1), t_rand_range(0, 1) ? S : NULL);
+    }
+}
+
+static void test_64mib(void **s)
+{
+    (void)s;
+    size_t n = (64u << 20) + 4097;
+    roundtrip(n, H_PAGEABLE, 0, NULL);
+    roundtrip(n, H_PAGEABLE, 1, S);
+    roundtrip(n, H_PINNED, 1, S);
+}
+
+/* D2D, unified cuMemcpy, peer, managed */
+static void test_device_side(void **s)
+{
+    (void)s;
+    size_t n = t_rand_range(1, 3 << 20);
+    unsigned char *h = malloc(n), *o = malloc(n + GUARD);
+    CUdeviceptr a, b, m;
+    CK(D.MemAlloc(&a, n));
+    CK(D.MemAlloc(&b, n));
+    CK(D.MemAllocManaged(&m, n, CU_MEM_ATTACH_GLOBAL));
+    uint64_t salt = t_rand();
+    t_fill(h, n, salt);
+
+    CK(D.MemcpyHtoD(a, h, n));
+    CK(D.MemcpyDtoD(b, a, n));
+    t_poison(o, n + GUARD);
+    CK(D.MemcpyDtoH(o, b, n));
+    expect_fill(o, n, salt, "DtoD");
+    expect_poison(o + n, GUARD, "DtoD");
+
+    t_poison(o, n + GUARD);
+    CK(D.MemcpyDtoDAsync(b, a, n, S));
+    CK(D.MemcpyDtoHAsync(o, b, n, S));
+    CK(D.StreamSynchronize(S));
+    expect_fill(o, n, salt, "DtoDAsync");
+
+    /* unified: host->device, device->managed, managed read directly */
+    t_fill(h, n, salt + 1);
+    CK(D.Memcpy(a, (CUdeviceptr)(uintptr_t)h, n));
+    CK(D.Memcpy(m, a, n));
+    expect_fill((void *)(uintptr_t)m, n, salt + 1, "cuMemcpy to managed");
+    t_poison(o, n + GUARD);
+    CK(D.MemcpyAsync((CUdeviceptr)(uintptr_t)o, m, n, S));
+    CK(D.StreamSynchronize(S));
+    expect_fill(o, n, salt + 1, "cuMemcpyAsync managed to pageable");
+    /* managed as an H2D/D2H host operand */
+    t_fill((void *)(uintptr_t)m, n, salt + 2);
+    CK(D.MemcpyHtoD(b, (void *)(uintptr_t)m, n));
+    t_poison(o, n + GUARD);
+    CK(D.MemcpyDtoH(o, b, n));
+    expect_fill(o, n, salt + 2, "managed H2D");
+
+    /* peer copies between the primary contexts of devices 0 and 1 */
+    CUcontext c1;
+    CUdevice d1;
+    CK(D.DeviceGet(&d1, 1));
+    CK(D.DevicePrimaryCtxRetain(&c1, d1));
+    CK(D.MemcpyPeer(b, T_CTX, a, T_CTX, n));
+    /* a device-to-device copy may return before it completes, and with
+     * per-thread default streams S is not ordered after it */
+    CK(D.CtxSynchronize());
+    CK(D.MemcpyPeerAsync(a, c1, b, T_CTX, n, S));
+    CK(D.StreamSynchronize(S));
+    t_poison(o, n + GUARD);
+    CK(D.MemcpyDtoH(o, a, n));
+    expect_fill(o, n, salt + 1, "peer");
+    CK(D.DevicePrimaryCtxRelease(d1));
+
+    CK(D.MemFree(a));
+    CK(D.MemFree(b));
+    CK(D.MemFree(m));
+    free(h);
+    free(o);
+}
+
+/* 2D: host (pitch hp) -> device (pitch dp) -> host (pitch op), random geometry */
+static void copy2d_once(enum hmem k, int variant)
+{
+    size_t W = t_rand_range(1, 3000), Hh = t_rand_range(1, 300);
+    size_t hp = W + t_rand_range(0, 100), dp = W + t_rand_range(0, 512), op = W + t_rand_range(0, 100);
+    size_t x = t_rand_range(0, 50), y = t_rand_range(0, 5);
+    struct hbuf src, dst;
+    halloc(&src, k, (Hh + y) * hp + x + 64);
+    halloc(&dst, k, (Hh + y) * op + x + 64);
+    CUdeviceptr dev;
+    CK(D.MemAlloc(&dev, (Hh + y) * dp + x + 64));
+    uint64_t salt = t_rand();
+    for (size_t r = 0; r < Hh; r++)
+        t_fill(src.base + (y + r) * hp + x, W, salt + r);
+    t_poison(dst.base, dst.size);
+
+    CUDA_MEMCPY2D c = { 0 };
+    c.srcXInBytes = x; c.srcY = y; c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = src.base; c.srcPitch = hp;
+    c.dstXInBytes = x; c.dstY = y; c.dstMemoryType = CU_MEMORYTYPE_DEVICE; c.dstDevice = dev; c.dstPitch = dp;
+    c.WidthInBytes = W; c.Height = Hh;
+    CUDA_MEMCPY2D d = { 0 };
+    d.srcXInBytes = x; d.srcY = y; d.srcMemoryType = variant == 3 ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
+    d.srcDevice = dev; d.srcPitch = dp;
+    d.dstXInBytes = x; d.dstY = y; d.dstMemoryType = CU_MEMORYTYPE_HOST; d.dstHost = dst.base; d.dstPitch = op;
+    d.WidthInBytes = W; d.Height = Hh;
+    switch (variant) {
+    case 0: CK(D.Memcpy2D(&c)); CK(D.Memcpy2D(&d)); break;
+    case 1: CK(D.Memcpy2DUnaligned(&c)); CK(D.Memcpy2DUnaligned(&d)); break;
+    default:
+        CK(D.Memcpy2DAsync(&c, S));
+        CK(D.Memcpy2DAsync(&d, S));
+        CK(D.StreamSynchronize(S));
+        break;
+    }
+    char what[96];
+    for (size_t r = 0; r < Hh; r++) {
+        snprintf(what, sizeof what, "2D variant %d %s row %zu (W %zu)", variant, hname[k], r, W);
+        expect_fill(dst.base + (y + r) * op + x, W, salt + r, what);
+        if (r + 1 < Hh)
+            expect_poison(dst.base + (y + r) * op + x + W, op - W, what);
+    }
+    expect_poison(dst.base, y * op + x, "2D before the region");
+    CK(D.MemFree(dev));
+    hfree(&src);
+    hfree(&dst);
+}
+
+static void test_2d(void **s)
+{
+    (void)s;
+    for (int i = 0; i < 12; i++)
+        copy2d_once((enum hmem)(i % 3), i % 4);
+}
+
+static void copy3d_once(enum hmem k, int async)
+{
+    size_t W = t_rand_range(1, 700), Hh = t_rand_range(1, 40), Dd = t_rand_range(1, 20);
+    size_t hp = W + t_rand_range(0, 64), hh = Hh + t_rand_range(0, 3);
+    size_t dp = W + t_rand_range(0, 256), dh = Hh + t_rand_range(0, 3);
+    size_t hsz = hp * hh * Dd + 64, dsz = dp * dh * Dd + 64;
+    struct hbuf src, dst;
+    halloc(&src, k, hsz);
+    halloc(&dst, k, hsz);
+    CUdeviceptr dev;
+    CK(D.MemAlloc(&dev, dsz));
+    uint64_t salt = t_rand();
+    for (size_t z = 0; z < Dd; z++)
+        for (size_t r = 0; r < Hh; r++)
+            t_fill(src.base + (z * hh + r) * hp, W, salt + z * 1000 + r);
+    t_poison(dst.base, dst.size);
+    CUDA_MEMCPY3D c = { 0 }, d = { 0 };
+    c.srcMemoryType = CU_MEMORYTYPE_HOST; c.srcHost = src.base; c.srcPitch = hp; c.srcHeight = hh;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE; c.dstDevice = dev; c.dstPitch = dp; c.dstHeight = dh;
+    c.WidthInBytes = W; c.Height = Hh; c.Depth = Dd;
+    d.srcMemoryType = CU_MEMORYTYPE_DEVICE; d.srcDevice = dev; d.srcPitch = dp; d.srcHeight = dh;
+    d.dstMemoryType = CU_MEMORYTYPE_HOST; d.dstHost = dst.base; d.dstPitch = hp; d.dstHeight = hh;
+    d.WidthInBytes = W; d.Height = Hh; d.Depth = Dd;
+    if (async) {
+        CK(D.Memcpy3DAsync(&c, S));
+        CK(D.Memcpy3DAsync(&d, S));
+        CK(D.StreamSynchronize(S));
+    } else {
+        CK(D.Memcpy3D(&c));
+        CK(D.Memcpy3D(&d));
+    }
+    char what[96];
+    for (size_t z = 0; z < Dd; z++)
+        for (size_t r = 0; r < Hh; r++) {
+            snprintf(what, sizeof what, "3D %s %s z %zu row %zu", hname[k], async ? "async" : "sync", z, r);
+            expect_fill(dst.base + (z * hh + r) * hp, W, salt + z * 1000 + r, what);
+        }
+    CK(D.MemFree(dev));
+    hfree(&src);
+    hfree(&dst);
+}
+
+static void test_3d(void **s)
+{
+    (void)s;
+    for (int i = 0; i < 8; i++)
+        copy3d_once((enum hmem)(i % 3), i & 1);
+}
+
+/* batches mixing pageable/pinned H2D, then D2H, through both ABIs */
+static void test_batch(void **s)
+{
+    (void)s;
+    enum { N = 6 };
+    for (int abi = 0; abi < 2; abi++) {
+        CUdeviceptr dev[N], dsts[N], srcs[N];
+        size_t sizes_[N];
+        struct hbuf in[N], out[N];
+        uint64_t salt = t_rand();
+        for (int i = 0; i < N; i++) {
+            sizes_[i] = t_rand_range(1, 2 << 20);
+            halloc(&in[i], (enum hmem)(i % 2), sizes_[i]);
+            halloc(&out[i], (enum hmem)((i + 1) % 2), sizes_[i]);
+            t_fill(in[i].base, sizes_[i], salt + i);
+            t_poison(out[i].base, sizes_[i]);
+            CK(D.MemAlloc(&dev[i], sizes_[i]));
+            dsts[i] = dev[i];
+            srcs[i] = (CUdeviceptr)(uintptr_t)in[i].base;
+        }
+        CUmemcpyAttributes attr = { .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM };
+        size_t idx = 0, fail_idx = 12345;
+        if (abi)
+            CK(D.MemcpyBatchAsync(dsts, srcs, sizes_, N, &attr, &idx, 1, S));
+        else
+            CK(D.MemcpyBatchAsync12(dsts, srcs, sizes_, N, &attr, &idx, 1, &fail_idx, S));
+        for (int i = 0; i < N; i++) {
+            dsts[i] = (CUdeviceptr)(uintptr_t)out[i].base;
+            srcs[i] = dev[i];
+        }
+        if (abi)
+            CK(D.MemcpyBatchAsync(dsts, srcs, sizes_, N, &attr, &idx, 1, S));
+        else
+            CK(D.MemcpyBatchAsync12(dsts, srcs, sizes_, N, &attr, &idx, 1, &fail_idx, S));
+        CK(D.StreamSynchronize(S));
+        for (int i = 0; i < N; i++) {
+            expect_fill(out[i].base, sizes_[i], salt + i, abi ? "batch v2" : "batch 12.8");
+            CK(D.MemFree(dev[i]));
+            hfree(&in[i]);
+            hfree(&out[i]);
+        }
+    }
+}
+
+static void test_batch3d(void **s)
+{
+    (void)s;
+    for (int abi = 0; abi < 2; abi++) {
+        size_t W = t_rand_range(1, 500), Hh = t_rand_range(1, 20), Dd = t_rand_range(1, 5);
+        size_t n = W * Hh * Dd;
+        unsigned char *h = malloc(n), *o = malloc(n);
+        CUdeviceptr dev;
+        CK(D.MemAlloc(&dev, n));
+        uint64_t salt = t_rand();
+        t_fill(h, n, salt);
+        t_poison(o, n);
+        CUDA_MEMCPY3D_BATCH_OP op = { 0 };
+        op.src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+        op.src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)h;
+        op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+        op.dst.op.ptr.ptr = dev;
+        op.extent.width = W; op.extent.height = Hh; op.extent.depth = Dd;
+        op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        CUDA_MEMCPY3D_BATCH_OP back = op;
+        back.src.op.ptr.ptr = dev;
+        back.dst.op.ptr.ptr = (CUdeviceptr)(uintptr_t)o;
+        size_t fi;
+        if (abi) {
+            CK(D.Memcpy3DBatchAsync(1, &op, 0, S));
+            CK(D.Memcpy3DBatchAsync(1, &back, 0, S));
+        } else {
+            CK(D.Memcpy3DBatchAsync12(1, &op, &fi, 0, S));
+            CK(D.Memcpy3DBatchAsync12(1, &back, &fi, 0, S));
+        }
+        CK(D.StreamSynchronize(S));
+        expect_fill(o, n, salt, "3D batch");
+        CK(D.MemFree(dev));
+        free(h);
+        free(o);
+    }
+}
+
+/* mapped pinned memory used as a device operand (zero-copy) */
+static void test_mapped(void **s)
+{
+    (void)s;
+    size_t n = t_rand_range(1, 1 << 20);
+    unsigned char *p, *o = malloc(n);
+    CK(D.MemHostAlloc((void **)&p, n, CU_MEMHOSTALLOC_DEVICEMAP));
+    CUdeviceptr dp;
+    CK(D.MemHostGetDevicePointer(&dp, p, 0));
+    uint64_t salt = t_rand();
+    t_fill(p, n, salt);
+    t_poison(o, n);
+    CK(D.MemcpyDtoH(o, dp, n));
+    expect_fill(o, n, salt, "mapped pinned as a device pointer");
+    unsigned int flags = 0;
+    CK(D.MemHostGetFlags(&flags, p));
+    assert_true(flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    CK(D.MemFreeHost(p));
+    free(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_sync),
+        cmocka_unit_test(test_sizes_async),
+        cmocka_unit_test(test_random_sizes),
+        cmocka_unit_test(test_64mib),
+        cmocka_unit_test(test_device_side),
+        cmocka_unit_test(test_2d),
+        cmocka_unit_test(test_3d),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_batch3d),
+        cmocka_unit_test(test_mapped),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
