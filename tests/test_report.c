@@ -1,0 +1,304 @@
+/* test_report: pinfast's exit report and options, observed from outside.
+ * The binary re-executes itself as a child ("child" mode) that does a known
+ * set of copies and allocations; the parent checks the JSON report row by
+ * row, PINFAST_DISABLE=1 pass-through (no report, fake call counts identical
+ * to a run without the shim), and the one-line warning for a bad option. */
+#define _GNU_SOURCE
+#include "t.h"
+#include "report.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define MiB (1u << 20)
+
+/* ---- the child's workload ------------------------------------------------------ */
+static const char *counted[] = {
+    "cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc_v2",
+    "cuMemHostAlloc", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2",
+    "cuStreamSynchronize", "cuMemcpyDtoD_v2", "cuMemFreeHost", "cuMemFree_v2",
+};
+
+static int child(void)
+{
+    struct drv d;
+    if (drv_load(&d, DRV_GPA, 0))
+        return 10;
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr a, b;
+    void *pin;
+    unsigned char *h = malloc(8 * MiB);
+    memset(h, 1, 8 * MiB);
+    if (d.Init(0) || d.DeviceGet(&dev, 0) || d.DevicePrimaryCtxRetain(&ctx, dev) || d.CtxSetCurrent(ctx))
+        return 11;
+    if (d.MemAlloc(&a, 8 * MiB) || d.MemAlloc(&b, 8 * MiB) || d.MemHostAlloc(&pin, MiB, 0))
+        return 12;
+    for (int i = 0; i < 3; i++)
+        if (d.MemcpyHtoD(a, h, 8 * MiB))
+            return 13;
+    for (int i = 0; i < 2; i++)
+        if (d.MemcpyDtoH(h, a, 4 * MiB))
+            return 14;
+    if (d.MemcpyHtoD(a, pin, MiB) || d.MemcpyHtoDAsync(a, h, 1000, NULL) || d.StreamSynchronize(NULL) ||
+        d.MemcpyDtoD(b, a, 4096))
+        return 15;
+    if (d.MemcpyHtoD(a + 8 * MiB - 10, h, 100) != CUDA_ERROR_INVALID_VALUE)
+        return 16;
+    if (d.CtxSynchronize() || d.MemFreeHost(pin) || d.MemFree(a) || d.MemFree(b))
+        return 17;
+    free(h);
+    const char *cf = getenv("PFT_COUNTS_FILE");
+    if (cf) {
+        FILE *f = fopen(cf, "w");
+        if (!f)
+            return 18;
+        for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++)
+            fprintf(f, "%s %lu\n", counted[i], fake_calls(counted[i]));
+        fprintf(f, "# cuGetProcAddress %lu cuGetProcAddress_v2 %lu\n", fake_calls("cuGetProcAddress"),
+                fake_calls("cuGetProcAddress_v2"));
+        fclose(f);
+    }
+    return 0;
+}
+
+/* ---- spawning ------------------------------------------------------------------- */
+static char tmpdir[256];
+
+/* run ourselves in child mode with env overrides ("K=V" sets, "K=" with
+ * drop=1 removes); stderr to errfile if given; returns the exit status and pid */
+static int spawn(const char **set, int nset, const char **drop, int ndrop, const char *errfile, pid_t *pid_out)
+{
+    char **env = calloc(1024, sizeof *env);
+    int n = 0;
+    for (char **e = environ; *e && n < 1000; e++) {
+        int skip = 0;
+        for (int i = 0; i < nset; i++)
+            if (strncmp(*e, set[i], strcspn(set[i], "=") + 1) == 0)
+                skip = 1;
+        for (int i = 0; i < ndrop; i++)
+            if (strncmp(*e, drop[i], strlen(drop[i])) == 0 && (*e)[strlen(drop[i])] == '=')
+                skip = 1;
+        if (!skip)
+            env[n++] = *e;
+    }
+    for (int i = 0; i < nset; i++)
+        env[n++] = (char *)set[i];
+    env[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (errfile && !freopen(errfile, "w", stderr))
+            _exit(126);
+        char *argv[] = { "test_report", "child", NULL };
+        execve("/proc/self/exe", argv, env);
+        _exit(127);
+    }
+    free(env);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (pid_out)
+        *pid_out = pid;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int count_files(const char *prefix)
+{
+    DIR *dir = opendir(tmpdir);
+    int n = 0;
+    struct dirent *e;
+    while (dir && (e = readdir(dir)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    if (dir)
+        closedir(dir);
+    return n;
+}
+
+static int setup(void **s)
+{
+    (void)s;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/pft-report-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- checks ----------------------------------------------------------------------- */
+struct want { const char *api, *direction, *memory; long calls, errors; long long bytes; };
+
+static void test_report_exact(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char file[320];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/r-%%p.json", tmpdir);
+    const char *set[] = { "PINFAST_STATS=json", file, "PINFAST_DISABLE=0" };
+    pid_t pid;
+    assert_int_equal(spawn(set, 3, NULL, 0, NULL, &pid), 0);
+    char path[320];
+    snprintf(path, sizeof path, "%s/r-%d.json", tmpdir, (int)pid);
+    struct report *r = calloc(1, sizeof *r);
+    if (report_read(path, r))
+        fail_msg("report %s: %s", path, r->err);
+    assert_int_equal(r->pid, pid);
+    assert_true(r->wall_seconds >= 0);
+
+    static const struct want want[] = {
+        { "cuMemcpyHtoD", "H2D", "pageable", 4, 1, 24LL * MiB },
+        { "cuMemcpyDtoH", "D2H", "pageable", 2, 0, 8LL * MiB },
+        { "cuMemcpyHtoD", "H2D", "pinned", 1, 0, MiB },
+        { "cuMemcpyHtoDAsync", "H2D", "pageable", 1, 0, 1000 },
+        { "cuMemcpyDtoD", "D2D", "device", 1, 0, 4096 },
+    };
+    int used[128] = { 0 };
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        long calls = 0, errors = 0;
+        long long bytes = 0;
+        for (int i = 0; i < r->nt; i++) {
+            struct rep_row *t = &r->t[i];
+            if (strcmp(t->api, want[w].api) || strcmp(t->direction, want[w].direction) ||
+                strcmp(t->memory, want[w].memory))
+                continue;
+            used[i] = 1;
+            calls += t->calls;
+            errors += t->errors;
+            bytes += t->bytes;
+            if (strcmp(t->path, "staged") && strcmp(t->path, "passthrough"))
+                fail_msg("row %d: path \"%s\"", i, t->path);
+            if (t->calls == 0)
+                fail_msg("row %d (%s): a row with zero calls", i, t->api);
+            if (strcmp(want[w].memory, "pageable") && strcmp(t->path, "passthrough"))
+                fail_msg("row %d (%s %s): staged although not pageable", i, t->api, t->memory);
+        }
+        if (calls != want[w].calls || errors != want[w].errors || bytes != want[w].bytes)
+            fail_msg("%s %s %s: calls %ld errors %ld bytes %lld; expected %ld %ld %lld", want[w].api,
+                     want[w].direction, want[w].memory, calls, errors, bytes, want[w].calls,
+                     want[w].errors, want[w].bytes);
+    }
+    for (int i = 0; i < r->nt; i++)
+        if (!used[i])
+            fail_msg("unexpected transfer row %d: %s %s %s %s calls %ld", i, r->t[i].api,
+                     r->t[i].direction, r->t[i].memory, r->t[i].path, r->t[i].calls);
+
+    static const struct { const char *api; long calls; long long bytes; } wa[] = {
+        { "cuMemAlloc", 2, 16LL * MiB }, { "cuMemHostAlloc", 1, MiB },
+        { "cuMemFreeHost", 1, -1 }, { "cuMemFree", 2, -1 },
+    };
+    assert_int_equal(r->na, (int)(sizeof wa / sizeof wa[0]));
+    for (size_t w = 0; w < sizeof wa / sizeof wa[0]; w++) {
+        int found = 0;
+        for (int i = 0; i < r->na; i++) {
+            if (strcmp(r->a[i].api, wa[w].api))
+                continue;
+            found = 1;
+            if (r->a[i].calls != wa[w].calls || r->a[i].errors != 0 ||
+                (wa[w].bytes >= 0 && r->a[i].bytes != wa[w].bytes))
+                fail_msg("%s: calls %ld errors %ld bytes %lld", wa[w].api, r->a[i].calls,
+                         r->a[i].errors, r->a[i].bytes);
+        }
+        if (!found)
+            fail_msg("no allocation row for %s", wa[w].api);
+    }
+    free(r);
+}
+
+static void read_counts(const char *file, char *buf, size_t n)
+{
+    FILE *f = fopen(file, "r");
+    assert_non_null(f);
+    size_t k = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && k + strlen(line) < n) {
+            strcpy(buf + k, line);
+            k += strlen(line);
+        }
+    buf[k] = 0;
+    fclose(f);
+}
+
+static void test_disable_is_passthrough(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char file[320], c1[320], c2[320];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/d-%%p.json", tmpdir);
+    snprintf(c1, sizeof c1, "PFT_COUNTS_FILE=%s/counts-disabled", tmpdir);
+    snprintf(c2, sizeof c2, "PFT_COUNTS_FILE=%s/counts-plain", tmpdir);
+    const char *set1[] = { "PINFAST_DISABLE=1", "PINFAST_STATS=json", file, c1 };
+    assert_int_equal(spawn(set1, 4, NULL, 0, NULL, NULL), 0);
+    assert_int_equal(count_files("d-"), 0);
+    const char *set2[] = { c2, "PFT_PINFAST=0" };
+    const char *drop[] = { "LD_PRELOAD", "PINFAST_DISABLE" };
+    assert_int_equal(spawn(set2, 2, drop, 2, NULL, NULL), 0);
+    char a[4096], b[4096];
+    read_counts(c1 + strlen("PFT_COUNTS_FILE="), a, sizeof a);
+    read_counts(c2 + strlen("PFT_COUNTS_FILE="), b, sizeof b);
+    if (strcmp(a, b))
+        fail_msg("fake call counts differ with PINFAST_DISABLE=1:\n%s--- without pinfast:\n%s", a, b);
+}
+
+static void test_bad_option_warns_once(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char err[320];
+    snprintf(err, sizeof err, "%s/stderr-bogus", tmpdir);
+    const char *set[] = { "PINFAST_STATS=bogus" };
+    assert_int_equal(spawn(set, 1, NULL, 0, err, NULL), 0);
+    FILE *f = fopen(err, "r");
+    assert_non_null(f);
+    char line[1024];
+    int warnings = 0, named = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "pinfast: warning:", 17) == 0) {
+            warnings++;
+            named += strstr(line, "PINFAST_STATS") != NULL;
+        }
+    fclose(f);
+    assert_int_equal(warnings, 1);
+    assert_int_equal(named, 1);
+}
+
+/* without the shim no report appears, whatever PINFAST_* says */
+static void test_plain_no_report(void **s)
+{
+    (void)s;
+    char file[320];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/p-%%p.json", tmpdir);
+    const char *set[] = { "PINFAST_STATS=json", file };
+    const char *drop[] = { "LD_PRELOAD" };
+    assert_int_equal(spawn(set, 2, drop, 1, NULL, NULL), 0);
+    assert_int_equal(count_files("p-"), 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "child") == 0)
+        return child();
+    t_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_exact),
+        cmocka_unit_test(test_disable_is_passthrough),
+        cmocka_unit_test(test_bad_option_warns_once),
+        cmocka_unit_test(test_plain_no_report),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
