@@ -20,13 +20,14 @@
 #define MAX_SLOTS 256
 #define MAX_SPLIT 16           /* tasks per chunk */
 #define MIN_TASK (64u << 10)   /* smaller host copies cost more to hand out than to do */
+#define MAX_TASK (256u << 10)
+#define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
 
 struct slot {
     char *mem;
     CUevent ev;
     int fenced;        /* ev recorded after a DMA that may still use mem */
     int busy;          /* held by a copy */
-    unsigned long seq; /* when it was fenced: the oldest fence completes first */
 };
 
 /* Pinned slots and events belong to one context. */
@@ -42,7 +43,6 @@ struct context {
 static struct context *contexts[MAX_CONTEXTS];
 static int ncontexts;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long fence_seq;
 static int warned_pinned, warned_contexts;
 
 /* Builds a context's slots; NULL (and the copy passes through) on failure. */
@@ -117,6 +117,8 @@ static struct context *current(void) {
     return c;
 }
 
+enum { IDLE, COPYING, DMA };
+
 /* A slot a copy holds, and the chunk it carries. */
 struct held {
     struct slot *s;
@@ -126,7 +128,6 @@ struct held {
     struct pf_task tasks[MAX_SPLIT];
 };
 
-enum { IDLE, COPYING, DMA };
 
 /* Takes up to `want` free slots, waiting for one if none is free.  A copy
  * holds at most half the slots, so copies in the other direction proceed. */
@@ -166,21 +167,21 @@ static size_t chunk_len(const struct plan *p, int k) {
     return p->x->bytes - off < p->chunk ? p->x->bytes - off : p->chunk;
 }
 
-/* Queues the host side of chunk k as tasks between the slot and the program's memory. */
-static void split(const struct plan *p, struct held *h, int k) {
-    size_t off = (size_t)k * p->chunk, len = chunk_len(p, k);
+/* Queues the host side of the slot's chunk as tasks between the slot and the
+ * program's memory. */
+static void split(const struct plan *p, struct held *h) {
+    size_t off = (size_t)h->chunk * p->chunk, len = chunk_len(p, h->chunk);
     char *user = (char *)p->x->host + off;
-    h->chunk = k;
     h->phase = COPYING;
     h->ntasks = 0;
     for (size_t done = 0; done < len; done += p->task) {
-        size_t n = len - done < p->task ? len - done : p->task;
         struct pf_task *t = &h->tasks[h->ntasks++];
-        if (p->x->dir == PF_DIR_H2D)
-            pf_task_submit(t, h->s->mem + done, user + done, n);
-        else
-            pf_task_submit(t, user + done, h->s->mem + done, n);
+        int h2d = p->x->dir == PF_DIR_H2D;
+        t->dst = h2d ? h->s->mem + done : user + done;
+        t->src = h2d ? (const void *)(user + done) : h->s->mem + done;
+        t->len = len - done < p->task ? len - done : p->task;
     }
+    pf_task_submit(h->tasks, h->ntasks);
 }
 
 static void wait_tasks(struct held *h) {
@@ -189,11 +190,12 @@ static void wait_tasks(struct held *h) {
     h->ntasks = 0;
 }
 
-/* Waits until the slot's last DMA is complete. */
-static CUresult unfence(struct slot *s, int block) {
+/* CUDA_SUCCESS once the slot's last DMA is complete, else CUDA_ERROR_NOT_READY
+ * (or the error the stream met). */
+static CUresult unfence(struct slot *s) {
     if (!s->fenced)
         return CUDA_SUCCESS;
-    CUresult r = block ? PF_CALL(cuEventSynchronize, s->ev) : PF_CALL(cuEventQuery, s->ev);
+    CUresult r = PF_CALL(cuEventQuery, s->ev);
     if (r == CUDA_SUCCESS)
         s->fenced = 0;
     return r;
@@ -215,104 +217,79 @@ static CUresult dma(const struct plan *p, struct held *h) {
         return r;
     }
     h->s->fenced = 1;
-    h->s->seq = __atomic_add_fetch(&fence_seq, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
 
-/* H2D: host copy into a slot, then its DMA; the copy returns once the
- * program's memory has been read, with the last DMAs possibly in flight. */
-static CUresult h2d(const struct plan *p, struct held *h, int nh) {
-    int order[MAX_SLOTS]; /* held slots in chunk order */
-    int first = 0, count = 0, next = 0, issued = 0;
-    CUresult err = CUDA_SUCCESS;
-    while (issued < p->nchunks && !err) {
-        for (int i = 0; i < nh && next < p->nchunks; i++) {
-            if (h[i].chunk >= 0)
-                continue;
-            CUresult q = unfence(h[i].s, 0);
-            if (q == CUDA_ERROR_NOT_READY)
-                continue;
-            if (q) {
-                err = q;
-                break;
-            }
-            split(p, &h[i], next++);
-            order[(first + count++) % nh] = i;
-        }
-        if (err)
-            break;
-        if (!count) { /* every slot waits for its DMA: wait for the oldest */
-            struct held *oldest = &h[0];
-            for (int i = 1; i < nh; i++)
-                if (h[i].s->seq < oldest->s->seq)
-                    oldest = &h[i];
-            err = unfence(oldest->s, 1);
-            continue;
-        }
-        struct held *c = &h[order[first]];
-        wait_tasks(c);
-        err = dma(p, c);
-        c->chunk = -1;
-        c->phase = IDLE;
-        first = (first + 1) % nh;
-        count--;
-        issued++;
-    }
-    for (; count; count--, first = (first + 1) % nh) /* after an error */
-        wait_tasks(&h[order[first]]);
-    return err;
+static int tasks_done(const struct held *h) {
+    /* tasks finish roughly in order: ask the last first */
+    for (int i = h->ntasks - 1; i >= 0; i--)
+        if (!pf_task_done(&h->tasks[i]))
+            return 0;
+    return 1;
 }
 
-/* D2H: DMA into a slot, then the host copy out of it once the DMA is
- * complete; the copy returns with every byte in place. */
-static CUresult d2h(const struct plan *p, struct held *h, int nh) {
-    int order[MAX_SLOTS];
-    int first = 0, count = 0, next = 0, done = 0;
+/* The caller polls: it issues each DMA the moment its chunk is ready and
+ * starts each host copy the moment its DMA is over, in whatever order the
+ * workers finish (the chunks are disjoint; a slow worker must not hold the
+ * copy engine up), so the copy engine is never idle while the caller does
+ * something else.  The caller copies itself only pieces small enough not to
+ * delay that (or everything, when there is no worker).
+ * H2D chunks go IDLE -> COPYING -> DMA'd, their slot fenced until the DMA is
+ * over; the call returns once the program's memory has been read, the last
+ * DMAs possibly in flight.  D2H chunks go IDLE -> DMA -> COPYING -> IDLE; the
+ * call returns with every byte in place. */
+static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_max) {
+    int fifo[MAX_SLOTS]; /* fenced slots, in fence order: they complete in it */
+    int first = 0, count = 0, next = 0, retired = 0;
+    int h2d = p->x->dir == PF_DIR_H2D;
     CUresult err = CUDA_SUCCESS;
-    while (done < p->nchunks && !err) {
-        for (int i = 0; i < nh && next < p->nchunks && !err; i++) {
-            if (h[i].chunk >= 0)
-                continue;
-            if ((err = unfence(h[i].s, 1))) /* an H2D's DMA may still read it */
-                break;
-            h[i].chunk = next++;
-            h[i].phase = DMA;
-            if ((err = dma(p, &h[i]))) {
-                h[i].chunk = -1;
-                h[i].phase = IDLE;
-                break;
-            }
-            order[(first + count++) % nh] = i;
-        }
-        if (err)
-            break;
-        /* start the host copies of every chunk whose DMA is over, in order */
-        for (int k = 0; k < count && !err; k++) {
-            struct held *c = &h[order[(first + k) % nh]];
-            if (c->phase != DMA)
-                continue;
-            CUresult q = unfence(c->s, k == 0);
+    for (int i = 0; i < nh; i++) /* fences left by earlier copies */
+        if (h[i].s->fenced)
+            fifo[(first + count++) % nh] = i;
+    while (retired < p->nchunks && !err) {
+        int progress = 0;
+        /* DMAs that are over */
+        while (count && !err) {
+            struct held *c = &h[fifo[first]];
+            CUresult q = unfence(c->s);
             if (q == CUDA_ERROR_NOT_READY)
                 break;
             if (q)
                 err = q;
-            else
-                split(p, c, c->chunk);
+            else if (c->phase == DMA)
+                split(p, c);
+            first = (first + 1) % nh;
+            count--;
+            progress = 1;
         }
-        if (err)
-            break;
-        struct held *c = &h[order[first]];
-        wait_tasks(c);
-        c->chunk = -1;
-        c->phase = IDLE;
-        first = (first + 1) % nh;
-        count--;
-        done++;
+        for (int i = 0; i < nh && !err; i++) {
+            struct held *c = &h[i];
+            if (c->phase == IDLE && !c->s->fenced && next < p->nchunks) {
+                c->chunk = next++;
+                if (h2d) {
+                    split(p, c);
+                } else if (!(err = dma(p, c))) {
+                    c->phase = DMA;
+                    fifo[(first + count++) % nh] = i;
+                }
+                progress = 1;
+            } else if (c->phase == COPYING && tasks_done(c)) {
+                if (h2d && !(err = dma(p, c)))
+                    fifo[(first + count++) % nh] = i;
+                c->chunk = -1;
+                c->phase = IDLE;
+                retired++;
+                progress = 1;
+            }
+        }
+        if (!progress && !pf_task_help(help_max))
+            pf_relax();
     }
-    for (; count; count--, first = (first + 1) % nh) {
-        struct held *c = &h[order[first]];
-        wait_tasks(c); /* DMA-phase slots stay fenced for whoever comes next */
-        c->chunk = -1;
+    for (int i = 0; i < nh; i++) { /* after an error */
+        if (h[i].phase == COPYING)
+            wait_tasks(&h[i]); /* DMA-phase slots stay fenced for whoever comes next */
+        h[i].chunk = -1;
+        h[i].phase = IDLE;
     }
     return err;
 }
@@ -341,6 +318,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (!c)
         return 0;
     int workers = pf_workers_start();
+    pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     struct plan p = {.x = x, .chunk = c->slot_size};
     p.nchunks = (int)((x->bytes + p.chunk - 1) / p.chunk);
     int want = c->nslots > 1 ? c->nslots / 2 : 1;
@@ -357,15 +335,18 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     }
     struct held h[MAX_SLOTS / 2 + 1];
     int nh = acquire(c, h, want);
-    /* enough tasks for every worker and the caller, none too small */
-    size_t in_flight = (size_t)nh * p.chunk < x->bytes ? (size_t)nh * p.chunk : x->bytes;
-    size_t task = (in_flight / (size_t)(workers + 1) + 4095) & ~(size_t)4095;
+    /* tasks small enough that the first chunk is ready soon and a small
+     * copy keeps every worker busy, none so small that handing it out costs
+     * more than doing it */
+    size_t task = (x->bytes / (size_t)(workers + 1) + 4095) & ~(size_t)4095;
+    if (task > MAX_TASK)
+        task = MAX_TASK;
     if (task < MIN_TASK)
         task = MIN_TASK;
     if (task < (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT)
         task = (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT;
     p.task = task;
-    *result = x->dir == PF_DIR_H2D ? h2d(&p, h, nh) : d2h(&p, h, nh);
+    *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
     release(c, h, nh);
     return 1;
 }

@@ -14,14 +14,23 @@ struct pf_task {
     struct pf_task *next; /* queue link */
 };
 
-/* Queues a memcpy(dst, src, len). */
-void pf_task_submit(struct pf_task *t, void *dst, const void *src, size_t len);
+/* Queues tasks whose dst, src and len are set, waking as many workers. */
+void pf_task_submit(struct pf_task *tasks, int n);
 
 /* 1 once the task's copy is complete. */
 int pf_task_done(const struct pf_task *t);
 
 /* Returns when the task is done, running queued tasks meanwhile. */
 void pf_task_wait(struct pf_task *t);
+
+/* Runs the oldest queued task if it is no longer than max_len; returns 1 if it did. */
+int pf_task_help(size_t max_len);
+
+/* Wakes every sleeping worker ahead of work about to be queued. */
+void pf_workers_wake(void);
+
+/* A short pause in a polling loop. */
+void pf_relax(void);
 
 /* Starts the threads if not yet started; returns how many run. */
 int pf_workers_start(void);

@@ -1,28 +1,31 @@
 #!/usr/bin/env bash
 # On the GPU machine: correctness of the engine (plain and under pinfast,
 # then under compute-sanitizer), bandwidth interleaved, and a settings sweep.
-# Expects build-gpu/ (carried) with libpinfast.so and engine_check.
+# Expects $B (carried) with libpinfast.so and engine_check.
 set -u
 B=${B:-build-gpu}
 OUT=${OUT:-/tmp/out}
 LIB=$PWD/$B/libpinfast.so
-log=$OUT/engine.log
-exec > >(tee "$log") 2>&1
+exec > >(tee "$OUT/engine.log") 2>&1
 echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(nproc) CPUs"
-echo "== check plain"; $B/engine_check check
-echo "== check pinfast"; LD_PRELOAD=$LIB PINFAST_STATS=text $B/engine_check check
-echo "== check pinfast, 1 thread, 64K chunks"; LD_PRELOAD=$LIB PINFAST_THREADS=1 PINFAST_CHUNK=64K PINFAST_MIN_SIZE=0 PINFAST_STATS=off $B/engine_check check
+if [ "${CHECK:-1}" = 1 ]; then
+  echo "== check plain"; $B/engine_check check
+  echo "== check pinfast"; LD_PRELOAD=$LIB PINFAST_STATS=text $B/engine_check check
+  echo "== check pinfast, 1 thread, 64K chunks"
+  LD_PRELOAD=$LIB PINFAST_THREADS=1 PINFAST_CHUNK=64K PINFAST_MIN_SIZE=0 PINFAST_STATS=off $B/engine_check check
+fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer memcheck under pinfast"
   compute-sanitizer --tool memcheck --target-processes all env LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check check 2>&1 | tail -3
 fi
-for round in 1 2; do
+for round in $(seq 1 ${ROUNDS:-2}); do
   echo "== bench plain round $round"; $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
   echo "== bench pinfast round $round"; LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
 done
-if [ "${SWEEP:-1}" = 1 ]; then
-  for t in 4 8 12 15; do for c in 1M 2M 4M 8M; do
-    echo "== sweep threads=$t chunk=$c"
-    LD_PRELOAD=$LIB PINFAST_THREADS=$t PINFAST_CHUNK=$c PINFAST_STAGING=$((32*${c%M}))M PINFAST_STATS=off $B/engine_check bench $((64<<20)) $((1<<30)) 5 | grep -v fresh
-  done; done
-fi
+# SWEEP="threads:chunk:staging ..." runs the large sizes under each setting
+for cfg in ${SWEEP:-}; do
+  IFS=: read -r t c s <<<"$cfg"
+  echo "== sweep threads=$t chunk=$c staging=$s"
+  LD_PRELOAD=$LIB PINFAST_THREADS=$t PINFAST_CHUNK=$c PINFAST_STAGING=$s PINFAST_STATS=off \
+    $B/engine_check bench $((1<<20)) $((1<<30)) 5 | grep -E "^(H2D|D2H) +(1048576|67108864|1073741824) "
+done

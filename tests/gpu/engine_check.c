@@ -128,10 +128,10 @@ static void bench(size_t min, size_t max, int reps) {
             double d = now();
             CK(cuMemcpyDtoH_v2(fresh, dev, n));
             double e = now();
-            free(fresh);
             CK(cuMemcpyHtoD_v2(dev, pin, n));
             CK(cuCtxSynchronize());
             double f = now();
+            free(fresh);
             if (i >= 2) {
                 t[0][i - 2] = b - a, t[1][i - 2] = c - b, t[2][i - 2] = e - d, t[3][i - 2] = f - e;
             }
