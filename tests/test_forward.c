@@ -34,6 +34,7 @@ static const struct drv_entry *entry(const char *field)
         const char *other_ = d->ptds ? e_->legacy : e_->per_thread;                   \
         unsigned long w0_ = fake_calls(want_), o0_ = fake_calls(other_);              \
         CK(call);                                                                     \
+        CK(D.CtxSynchronize()); /* no two copies race on the shared buffers */        \
         unsigned long w_ = fake_calls(want_) - w0_, o_ = fake_calls(other_) - o0_;    \
         if (strcmp(want_, other_) != 0 && o_ != 0)                                    \
             fail_msg("%s via %s/%s: reached %s %lu times", #field,                    \
