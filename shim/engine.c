@@ -7,6 +7,7 @@
  * run is "fenced" by an event recorded after it; it is reused only once the
  * event has completed. */
 #include "engine.h"
+#include "clock.h"
 #include "driver.h"
 #include "hostmap.h"
 #include "message.h"
@@ -160,6 +161,7 @@ struct plan {
     const struct pf_xfer *x;
     size_t chunk, task;
     int nchunks;
+    uint64_t first_dma_ns; /* for the debug log */
 };
 
 static size_t chunk_len(const struct plan *p, int k) {
@@ -210,6 +212,8 @@ static CUresult dma(const struct plan *p, struct held *h) {
                      : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + off, len, x->stream);
     if (r != CUDA_SUCCESS)
         return r;
+    if (!p->first_dma_ns)
+        ((struct plan *)p)->first_dma_ns = pf_now_ns();
     r = PF_CALL(cuEventRecord, h->s->ev, x->stream);
     if (r != CUDA_SUCCESS) {
         /* no fence: make sure the DMA is over before the slot is reused */
@@ -282,8 +286,11 @@ static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_ma
                 progress = 1;
             }
         }
+        /* nothing moved: let the DMA run a little before asking the
+         * driver again, so the caller does not hammer its locks */
         if (!progress && !pf_task_help(help_max))
-            pf_relax();
+            for (int k = 0; k < 32; k++)
+                pf_relax();
     }
     for (int i = 0; i < nh; i++) { /* after an error */
         if (h[i].phase == COPYING)
@@ -312,6 +319,7 @@ static int stageable(const struct pf_xfer *x) {
 }
 
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
+    uint64_t t0 = pf_now_ns();
     if (!stageable(x))
         return 0;
     struct context *c = current();
@@ -326,6 +334,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         want = p.nchunks;
     /* plain pageable H2D copies wait for the stream before reading the
      * source (something queued earlier may still write it) */
+    uint64_t t1 = pf_now_ns();
     if (x->dir == PF_DIR_H2D && !x->async) {
         CUresult r = PF_CALL(cuStreamSynchronize, x->stream);
         if (r != CUDA_SUCCESS) {
@@ -333,6 +342,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
             return 1;
         }
     }
+    uint64_t t2 = pf_now_ns();
     struct held h[MAX_SLOTS / 2 + 1];
     int nh = acquire(c, h, want);
     /* tasks small enough that the first chunk is ready soon and a small
@@ -346,8 +356,18 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (task < (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT)
         task = (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT;
     p.task = task;
+    uint64_t t3 = pf_now_ns();
     *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
     release(c, h, nh);
+    if (pf_log_level() >= PF_DEBUG) {
+        uint64_t t4 = pf_now_ns();
+        pf_msg(PF_DEBUG,
+               "staged %s %zu B: %d chunks, %zu B tasks, %d slots; us: checks %.1f sync %.1f "
+               "slots %.1f first-dma %.1f end %.1f; result %d",
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.task, nh,
+               (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
+    }
     return 1;
 }
 

@@ -17,10 +17,14 @@ enum { QUEUED, DONE };
  * find it awake instead of paying a wake-up each (tens of microseconds). */
 #define SPIN_NS 500000u
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+/* The queue is guarded by a spin lock: a dozen workers pounce on a batch at
+ * once, and a sleeping mutex turns that into a convoy of futex waits costing
+ * tens of microseconds (seen on 1 MiB copies).  Sleeping has its own mutex. */
+static int qlock;
 static struct pf_task *head, *tail;
 static int queued;   /* tasks in the queue, readable without the lock */
+static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int sleepers; /* workers waiting on `wake` */
 static int started;  /* workers running */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -34,23 +38,28 @@ void pf_relax(void) {
 #endif
 }
 
-static struct pf_task *pop_locked(void) {
-    struct pf_task *t = head;
-    if (t) {
-        head = t->next;
-        if (!head)
-            tail = NULL;
-        __atomic_store_n(&queued, queued - 1, __ATOMIC_RELAXED);
-    }
-    return t;
+static void qlock_take(void) {
+    while (__atomic_exchange_n(&qlock, 1, __ATOMIC_ACQUIRE))
+        while (__atomic_load_n(&qlock, __ATOMIC_RELAXED))
+            pf_relax();
 }
+
+static void qlock_drop(void) { __atomic_store_n(&qlock, 0, __ATOMIC_RELEASE); }
 
 static struct pf_task *try_pop(size_t max_len) {
     if (!__atomic_load_n(&queued, __ATOMIC_RELAXED))
         return NULL;
-    pthread_mutex_lock(&lock);
-    struct pf_task *t = head && head->len <= max_len ? pop_locked() : NULL;
-    pthread_mutex_unlock(&lock);
+    qlock_take();
+    struct pf_task *t = head;
+    if (t && t->len <= max_len) {
+        head = t->next;
+        if (!head)
+            tail = NULL;
+        __atomic_fetch_sub(&queued, 1, __ATOMIC_RELAXED);
+    } else {
+        t = NULL;
+    }
+    qlock_drop();
     return t;
 }
 
@@ -66,17 +75,18 @@ void pf_task_submit(struct pf_task *tasks, int n) {
         tasks[i].state = QUEUED;
         tasks[i].next = i + 1 < n ? &tasks[i + 1] : NULL;
     }
-    pthread_mutex_lock(&lock);
+    qlock_take();
     if (tail)
         tail->next = &tasks[0];
     else
         head = &tasks[0];
     tail = &tasks[n - 1];
-    __atomic_store_n(&queued, queued + n, __ATOMIC_RELAXED);
-    /* one wake-up per batch, not per task: each costs a system call */
-    if (sleepers)
-        pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
+    /* queued, then sleepers; a worker goes to sleep in the opposite order:
+     * with both sequentially consistent, one of the two sees the other */
+    __atomic_fetch_add(&queued, n, __ATOMIC_SEQ_CST);
+    qlock_drop();
+    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
+        pf_workers_wake();
 }
 
 int pf_task_done(const struct pf_task *t) {
@@ -94,11 +104,11 @@ void pf_task_wait(struct pf_task *t) {
 }
 
 void pf_workers_wake(void) {
-    if (!__atomic_load_n(&sleepers, __ATOMIC_RELAXED))
+    if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
         return;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&sleep_lock);
     pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&sleep_lock);
 }
 
 int pf_task_help(size_t max_len) {
@@ -121,13 +131,12 @@ static void *worker(void *arg) {
         uint64_t until = pf_now_ns() + SPIN_NS;
         while (!__atomic_load_n(&queued, __ATOMIC_RELAXED) && pf_now_ns() < until)
             pf_relax();
-        pthread_mutex_lock(&lock);
-        if (!queued) {
-            sleepers++;
-            pthread_cond_wait(&wake, &lock);
-            sleepers--;
-        }
-        pthread_mutex_unlock(&lock);
+        pthread_mutex_lock(&sleep_lock);
+        __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&queued, __ATOMIC_SEQ_CST))
+            pthread_cond_wait(&wake, &sleep_lock);
+        __atomic_fetch_sub(&sleepers, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&sleep_lock);
     }
     return NULL;
 }
@@ -184,10 +193,10 @@ int pf_workers_start(void) {
 }
 
 void pf_workers_forked(void) {
-    pthread_mutex_init(&lock, NULL);
+    pthread_mutex_init(&sleep_lock, NULL);
     pthread_cond_init(&wake, NULL);
     head = tail = NULL;
-    queued = sleepers = started = 0;
+    qlock = queued = sleepers = started = 0;
     busy_ns = 0;
     once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

@@ -22,6 +22,11 @@ for round in $(seq 1 ${ROUNDS:-2}); do
   echo "== bench plain round $round"; $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
   echo "== bench pinfast round $round"; LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
 done
+if [ "${TRACE:-0}" = 1 ]; then
+  echo "== debug trace of 512K, 1M and 64M copies"
+  LD_PRELOAD=$LIB PINFAST_LOG=debug PINFAST_STATS=off $B/engine_check bench $((512<<10)) $((1<<20)) 5 2>&1 | grep -E "staged|GB/s" | tail -24
+  LD_PRELOAD=$LIB PINFAST_LOG=debug PINFAST_STATS=off $B/engine_check bench $((64<<20)) $((64<<20)) 3 2>&1 | grep -E "staged|GB/s" | tail -12
+fi
 # SWEEP="threads:chunk:staging ..." runs the large sizes under each setting
 for cfg in ${SWEEP:-}; do
   IFS=: read -r t c s <<<"$cfg"

@@ -114,7 +114,7 @@ static void bench(size_t min, size_t max, int reps) {
     memcpy(pin, h, max);
     CUdeviceptr dev;
     CK(cuMemAlloc_v2(&dev, max));
-    for (size_t n = min; n <= max; n *= 4) {
+    for (size_t n = min; n <= max; n *= (n < (1u << 20) ? 2 : 4)) {
         int r = n >= (256u << 20) ? (reps + 1) / 2 : reps;
         double t[4][64];
         for (int i = 0; i < r + 2; i++) { /* two warm-ups */
