@@ -10,21 +10,29 @@ void *pf_real_table[PF_NSYMBOLS];
 static const char *const names[PF_NSYMBOLS] = {
     PF_WRAPPED(PF_NAME_) [PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
 
-typedef void *(*dlsym_fn)(void *, const char *);
+static void *no_dlsym(void *handle, const char *name) {
+    (void)handle, (void)name;
+    return NULL;
+}
 
-void *pf_real_dlsym(void *handle, const char *name) {
-    static dlsym_fn real;
-    dlsym_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+__attribute__((no_sanitize("address", "thread", "undefined"))) pf_dlsym_t pf_dlsym_fn(void) {
+    static pf_dlsym_t real;
+    pf_dlsym_t f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (!f) {
         /* glibc 2.34 moved dlsym into libc; older ones have only 2.2.5 */
-        f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+        f = (pf_dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
         if (!f)
-            f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+            f = (pf_dlsym_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
         if (!f)
-            return NULL;
+            f = no_dlsym;
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
-    return f(handle, name);
+    return f;
+}
+
+__attribute__((no_sanitize("address", "thread", "undefined"))) void *
+pf_real_dlsym(void *handle, const char *name) {
+    return pf_dlsym_fn()(handle, name);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -6,6 +6,8 @@
 #include "symbols.h"
 
 /* glibc's dlsym, never the shim's own (which would recurse). */
+typedef void *(*pf_dlsym_t)(void *, const char *);
+pf_dlsym_t pf_dlsym_fn(void);
 void *pf_real_dlsym(void *handle, const char *name);
 
 /* Real function of each symbol, NULL when the driver lacks it. */

@@ -22,6 +22,7 @@
 #define MAX_SPLIT 16           /* tasks per chunk */
 #define MIN_TASK (64u << 10)   /* smaller host copies cost more to hand out than to do */
 #define MAX_TASK (256u << 10)
+#define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
 #define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
 
 struct slot {
@@ -123,8 +124,8 @@ enum { IDLE, COPYING, DMA };
 /* A slot a copy holds, and the chunk it carries. */
 struct held {
     struct slot *s;
-    int chunk;  /* -1: none */
-    int phase;  /* what the chunk waits for */
+    size_t off, len; /* the chunk, within the copy */
+    int phase;       /* what the chunk waits for */
     int ntasks;
     struct pf_task tasks[MAX_SPLIT];
 };
@@ -139,7 +140,7 @@ static int acquire(struct context *c, struct held *h, int want) {
         for (int i = 0; i < c->nslots && n < want; i++)
             if (!c->slots[i].busy) {
                 c->slots[i].busy = 1;
-                h[n++] = (struct held){.s = &c->slots[i], .chunk = -1, .phase = IDLE};
+                h[n++] = (struct held){.s = &c->slots[i], .phase = IDLE};
             }
         if (n)
             break;
@@ -159,29 +160,40 @@ static void release(struct context *c, struct held *h, int n) {
 
 struct plan {
     const struct pf_xfer *x;
-    size_t chunk, task;
-    int nchunks;
+    size_t chunk;          /* the largest chunk: a slot */
+    size_t task;
+    size_t ramp;           /* the next chunk's size, doubling up to chunk */
+    size_t next;           /* offset of the next chunk */
+    int nchunks;           /* chunks started, for the debug log */
+    enum pf_copy_kind kind;
     uint64_t first_dma_ns; /* for the debug log */
 };
 
-static size_t chunk_len(const struct plan *p, int k) {
-    size_t off = (size_t)k * p->chunk;
-    return p->x->bytes - off < p->chunk ? p->x->bytes - off : p->chunk;
+/* Takes the next chunk: the first ones are small, so that the first DMA
+ * starts early and a small copy still overlaps copying and DMA. */
+static void take_chunk(struct plan *p, struct held *h) {
+    size_t left = p->x->bytes - p->next;
+    h->off = p->next;
+    h->len = left < p->ramp ? left : p->ramp;
+    p->next += h->len;
+    p->nchunks++;
+    if (p->ramp < p->chunk)
+        p->ramp = p->ramp * 2 < p->chunk ? p->ramp * 2 : p->chunk;
 }
 
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct plan *p, struct held *h) {
-    size_t off = (size_t)h->chunk * p->chunk, len = chunk_len(p, h->chunk);
-    char *user = (char *)p->x->host + off;
+    char *user = (char *)p->x->host + h->off;
+    int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
     h->ntasks = 0;
-    for (size_t done = 0; done < len; done += p->task) {
+    for (size_t done = 0; done < h->len; done += p->task) {
         struct pf_task *t = &h->tasks[h->ntasks++];
-        int h2d = p->x->dir == PF_DIR_H2D;
         t->dst = h2d ? h->s->mem + done : user + done;
         t->src = h2d ? (const void *)(user + done) : h->s->mem + done;
-        t->len = len - done < p->task ? len - done : p->task;
+        t->len = h->len - done < p->task ? h->len - done : p->task;
+        t->kind = p->kind;
     }
     pf_task_submit(h->tasks, h->ntasks);
 }
@@ -204,16 +216,15 @@ static CUresult unfence(struct slot *s) {
 }
 
 /* Issues the DMA of a held chunk and fences its slot. */
-static CUresult dma(const struct plan *p, struct held *h) {
-    size_t off = (size_t)h->chunk * p->chunk, len = chunk_len(p, h->chunk);
+static CUresult dma(struct plan *p, struct held *h) {
     const struct pf_xfer *x = p->x;
     CUresult r = x->dir == PF_DIR_H2D
-                     ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + off, h->s->mem, len, x->stream)
-                     : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + off, len, x->stream);
+                     ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
+                     : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
     if (r != CUDA_SUCCESS)
         return r;
     if (!p->first_dma_ns)
-        ((struct plan *)p)->first_dma_ns = pf_now_ns();
+        p->first_dma_ns = pf_now_ns();
     r = PF_CALL(cuEventRecord, h->s->ev, x->stream);
     if (r != CUDA_SUCCESS) {
         /* no fence: make sure the DMA is over before the slot is reused */
@@ -242,15 +253,16 @@ static int tasks_done(const struct held *h) {
  * over; the call returns once the program's memory has been read, the last
  * DMAs possibly in flight.  D2H chunks go IDLE -> DMA -> COPYING -> IDLE; the
  * call returns with every byte in place. */
-static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_max) {
+static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
     int fifo[MAX_SLOTS]; /* fenced slots, in fence order: they complete in it */
-    int first = 0, count = 0, next = 0, retired = 0;
+    int first = 0, count = 0;
+    size_t retired = 0; /* bytes */
     int h2d = p->x->dir == PF_DIR_H2D;
     CUresult err = CUDA_SUCCESS;
     for (int i = 0; i < nh; i++) /* fences left by earlier copies */
         if (h[i].s->fenced)
             fifo[(first + count++) % nh] = i;
-    while (retired < p->nchunks && !err) {
+    while (retired < p->x->bytes && !err) {
         int progress = 0;
         /* DMAs that are over */
         while (count && !err) {
@@ -268,8 +280,8 @@ static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_ma
         }
         for (int i = 0; i < nh && !err; i++) {
             struct held *c = &h[i];
-            if (c->phase == IDLE && !c->s->fenced && next < p->nchunks) {
-                c->chunk = next++;
+            if (c->phase == IDLE && !c->s->fenced && p->next < p->x->bytes) {
+                take_chunk(p, c);
                 if (h2d) {
                     split(p, c);
                 } else if (!(err = dma(p, c))) {
@@ -280,9 +292,8 @@ static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_ma
             } else if (c->phase == COPYING && tasks_done(c)) {
                 if (h2d && !(err = dma(p, c)))
                     fifo[(first + count++) % nh] = i;
-                c->chunk = -1;
                 c->phase = IDLE;
-                retired++;
+                retired += c->len;
                 progress = 1;
             }
         }
@@ -295,7 +306,6 @@ static CUresult run(const struct plan *p, struct held *h, int nh, size_t help_ma
     for (int i = 0; i < nh; i++) { /* after an error */
         if (h[i].phase == COPYING)
             wait_tasks(&h[i]); /* DMA-phase slots stay fenced for whoever comes next */
-        h[i].chunk = -1;
         h[i].phase = IDLE;
     }
     return err;
@@ -327,11 +337,16 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         return 0;
     int workers = pf_workers_start();
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
+    const struct pf_options *o = pf_options();
     struct plan p = {.x = x, .chunk = c->slot_size};
-    p.nchunks = (int)((x->bytes + p.chunk - 1) / p.chunk);
-    int want = c->nslots > 1 ? c->nslots / 2 : 1;
-    if (want > p.nchunks)
-        want = p.nchunks;
+    p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
+    p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
+    int want = c->nslots > 1 ? c->nslots / 2 : 1, chunks = 0;
+    for (size_t off = 0, r = p.ramp; off < x->bytes && chunks < want; chunks++) {
+        off += r;
+        r = r * 2 < p.chunk ? r * 2 : p.chunk;
+    }
+    want = chunks;
     /* plain pageable H2D copies wait for the stream before reading the
      * source (something queued earlier may still write it) */
     uint64_t t1 = pf_now_ns();

@@ -24,6 +24,7 @@ struct option {
 
 static const char *const stats_names[] = {"off", "text", "json", NULL};
 static const char *const log_names[] = {"error", "warning", "info", "debug", NULL};
+static const char *const copy_names[] = {"memcpy", "stream", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * KiB)
@@ -50,6 +51,10 @@ static const struct option table[] = {
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
      "pinned staging memory per CUDA context; 0 disables staging"},
+    {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "stream", 0, 0, copy_names,
+     "how workers fill slots: memcpy, or stream (non-temporal stores)"},
+    {"PINFAST_COPY_D2H", K_ENUM, F(copy_d2h), "memcpy", 0, 0, copy_names,
+     "how workers empty slots into the program's memory: memcpy or stream"},
 };
 
 static struct pf_options opts;

@@ -16,6 +16,7 @@ struct pf_options {
     size_t chunk;           /* staging chunk (slot) size */
     size_t min_size;        /* smaller pageable copies pass through */
     size_t staging;         /* pinned staging memory per context */
+    int copy_h2d, copy_d2h; /* enum pf_copy_kind of the host side of each direction */
 };
 
 const struct pf_options *pf_options(void);

@@ -65,7 +65,7 @@ static struct pf_task *try_pop(size_t max_len) {
 
 static void run(struct pf_task *t) {
     uint64_t t0 = pf_now_ns();
-    memcpy(t->dst, t->src, t->len);
+    pf_copy(t->kind, t->dst, t->src, t->len);
     __atomic_fetch_add(&busy_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->state, DONE, __ATOMIC_RELEASE);
 }

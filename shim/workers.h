@@ -6,15 +6,18 @@
 
 #include <stddef.h>
 
+#include "copy.h"
+
 struct pf_task {
     void *dst;
     const void *src;
     size_t len;
+    enum pf_copy_kind kind;
     int state;            /* queued, done */
     struct pf_task *next; /* queue link */
 };
 
-/* Queues tasks whose dst, src and len are set, waking as many workers. */
+/* Queues tasks whose dst, src, len and kind are set, waking the workers. */
 void pf_task_submit(struct pf_task *tasks, int n);
 
 /* 1 once the task's copy is complete. */
