@@ -164,9 +164,10 @@ struct plan {
     size_t task;
     size_t ramp;           /* the next chunk's size, doubling up to chunk */
     size_t next;           /* offset of the next chunk */
-    int nchunks;           /* chunks started, for the debug log */
     enum pf_copy_kind kind;
-    uint64_t first_dma_ns; /* for the debug log */
+    /* for the debug log */
+    int nchunks, ntasks, helped;
+    uint64_t first_dma_ns, first_task_ns;
 };
 
 /* Takes the next chunk: the first ones are small, so that the first DMA
@@ -196,6 +197,17 @@ static void split(const struct plan *p, struct held *h) {
         t->kind = p->kind;
     }
     pf_task_submit(h->tasks, h->ntasks);
+}
+
+/* What the debug log tells of a chunk's finished tasks. */
+static void account(struct plan *p, const struct held *h) {
+    for (int i = 0; i < h->ntasks; i++) {
+        const struct pf_task *t = &h->tasks[i];
+        if (!p->first_task_ns || t->started_ns < p->first_task_ns)
+            p->first_task_ns = t->started_ns;
+        p->helped += t->helped;
+    }
+    p->ntasks += h->ntasks;
 }
 
 static void wait_tasks(struct held *h) {
@@ -290,6 +302,7 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
                 }
                 progress = 1;
             } else if (c->phase == COPYING && tasks_done(c)) {
+                account(p, c);
                 if (h2d && !(err = dma(p, c)))
                     fifo[(first + count++) % nh] = i;
                 c->phase = IDLE;
@@ -377,10 +390,12 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (pf_log_level() >= PF_DEBUG) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
-               "staged %s %zu B: %d chunks, %zu B tasks, %d slots; us: checks %.1f sync %.1f "
-               "slots %.1f first-dma %.1f end %.1f; result %d",
-               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.task, nh,
-               (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               "staged %s %zu B: %d chunks, %d tasks of %zu B (%d by the caller), %d slots; "
+               "us: checks %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; "
+               "result %d",
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.ntasks, p.task,
+               p.helped, nh, (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
                p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
     }
     return 1;

@@ -47,7 +47,7 @@ static const struct option table[] = {
      "staging worker threads; 0: three per four available CPUs, at most 16"},
     {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL,
      "largest piece a staged copy is cut into"},
-    {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "256K", 0, 1LL << 40, NULL,
+    {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "512K", 0, 1LL << 40, NULL,
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
      "pinned staging memory per CUDA context; 0 disables staging"},

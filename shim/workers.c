@@ -63,8 +63,10 @@ static struct pf_task *try_pop(size_t max_len) {
     return t;
 }
 
-static void run(struct pf_task *t) {
+static void run(struct pf_task *t, int helped) {
     uint64_t t0 = pf_now_ns();
+    t->started_ns = t0;
+    t->helped = helped;
     pf_copy(t->kind, t->dst, t->src, t->len);
     __atomic_fetch_add(&busy_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->state, DONE, __ATOMIC_RELEASE);
@@ -97,24 +99,30 @@ void pf_task_wait(struct pf_task *t) {
     while (!pf_task_done(t)) {
         struct pf_task *other = try_pop((size_t)-1);
         if (other)
-            run(other);
+            run(other, 1);
         else
             pf_relax();
     }
 }
 
-void pf_workers_wake(void) {
+static void wake_some(int n) {
     if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
         return;
     pthread_mutex_lock(&sleep_lock);
-    pthread_cond_broadcast(&wake);
+    while (n--)
+        pthread_cond_signal(&wake);
     pthread_mutex_unlock(&sleep_lock);
 }
+
+/* Wakes one sleeper, which wakes two more, and so on (see worker): a
+ * broadcast to a dozen threads costs the caller ~20 us (engine trace on the
+ * H100), a chain one at a time too long. */
+void pf_workers_wake(void) { wake_some(1); }
 
 int pf_task_help(size_t max_len) {
     struct pf_task *t = try_pop(max_len);
     if (t)
-        run(t);
+        run(t, 1);
     return t != NULL;
 }
 
@@ -125,7 +133,7 @@ static void *worker(void *arg) {
     for (;;) {
         struct pf_task *t = try_pop((size_t)-1);
         if (t) {
-            run(t);
+            run(t, 0);
             continue;
         }
         uint64_t until = pf_now_ns() + SPIN_NS;
@@ -133,10 +141,13 @@ static void *worker(void *arg) {
             pf_relax();
         pthread_mutex_lock(&sleep_lock);
         __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&queued, __ATOMIC_SEQ_CST))
+        int slept = !__atomic_load_n(&queued, __ATOMIC_SEQ_CST);
+        if (slept)
             pthread_cond_wait(&wake, &sleep_lock);
         __atomic_fetch_sub(&sleepers, 1, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&sleep_lock);
+        if (slept) /* pass the wake-up on */
+            wake_some(2);
     }
     return NULL;
 }

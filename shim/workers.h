@@ -5,6 +5,7 @@
 #define PINFAST_WORKERS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "copy.h"
 
@@ -14,6 +15,8 @@ struct pf_task {
     size_t len;
     enum pf_copy_kind kind;
     int state;            /* queued, done */
+    int helped;           /* run by a caller, not a worker (debug log) */
+    uint64_t started_ns;  /* debug log */
     struct pf_task *next; /* queue link */
 };
 
