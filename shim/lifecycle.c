@@ -3,7 +3,11 @@
 #include "hostmap.h"
 #include "stats.h"
 
+#include "options.h"
+
 #include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 static void prepare(void) { pf_hostmap_fork_prepare(); }
 static void parent(void) { pf_hostmap_fork_done(); }
@@ -15,7 +19,13 @@ static void child(void) {
     pf_stats_reset();
 }
 
-__attribute__((constructor)) static void start(void) { pthread_atfork(prepare, parent, child); }
+/* Everything else waits for the first CUDA call: a process that makes none
+ * (a shell, a compiler under LD_PRELOAD) must not pay for pinfast. */
+__attribute__((constructor)) static void start(void) {
+    pthread_atfork(prepare, parent, child);
+    if (getenv("PINFAST_HELP") && pf_options()->help)
+        pf_options_describe(STDERR_FILENO);
+}
 
 /* Runs after main returns or exit(); the driver may be gone: no CUDA here. */
 __attribute__((destructor)) static void stop(void) { pf_stats_report(); }

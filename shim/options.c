@@ -33,6 +33,8 @@ static const char *const copy_names[] = {"memcpy", "stream", NULL};
 
 /* The defaults of the engine come from the sweep in docs/results (see docs/options.md). */
 static const struct option table[] = {
+    {"PINFAST_HELP", K_BOOL, F(help), "0", 0, 1, NULL,
+     "1: print this table when the library is loaded"},
     {"PINFAST_DISABLE", K_BOOL, F(disable), "0", 0, 1, NULL,
      "1: pass every call through untouched, count nothing, print nothing"},
     {"PINFAST_STATS", K_ENUM, F(stats), "text", 0, 0, stats_names,
@@ -179,7 +181,7 @@ const struct pf_options *pf_options(void) {
 }
 
 void pf_options_describe(int fd) {
-    dprintf(fd, "%-20s %-8s %-22s %s\n", "variable", "default", "allowed", "meaning");
+    dprintf(fd, "%-20s %-8s %-26s %s\n", "variable", "default", "allowed", "meaning");
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         const struct option *o = &table[i];
         char allowed[64] = "";
@@ -195,6 +197,6 @@ void pf_options_describe(int fd) {
             }
             break;
         }
-        dprintf(fd, "%-20s %-8s %-22s %s\n", o->name, *o->def ? o->def : "-", allowed, o->help);
+        dprintf(fd, "%-20s %-8s %-26s %s\n", o->name, *o->def ? o->def : "-", allowed, o->help);
     }
 }

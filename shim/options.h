@@ -7,6 +7,7 @@
 enum pf_stats_mode { PF_STATS_OFF, PF_STATS_TEXT, PF_STATS_JSON };
 
 struct pf_options {
+    int help;               /* print the table at load */
     int disable;            /* pure pass-through */
     int stats;              /* enum pf_stats_mode */
     const char *stats_file; /* NULL: stderr */
