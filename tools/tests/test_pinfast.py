@@ -1,0 +1,269 @@
+"""Tests of tools/pinfast: python3 -m unittest discover tools/tests (no CUDA needed)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.path.join(HERE, "..", "pinfast")
+# a built library for the `options` test: $PINFAST_TEST_LIB (set by ctest), else the checkout's
+BUILT_LIB = os.environ.get("PINFAST_TEST_LIB") or os.path.join(HERE, "..", "..", "build",
+                                                                "libpinfast.so")
+
+
+def row(api, direction, memory, path, calls, bytes_, seconds, errors=0, **extra):
+    return dict(api=api, direction=direction, memory=memory, path=path, calls=calls,
+                errors=errors, bytes=bytes_, seconds=seconds,
+                gbps=bytes_ / seconds / 1e9 if seconds else 0, **extra)
+
+
+def alloc(api, calls, bytes_, seconds):
+    return dict(api=api, calls=calls, errors=0, bytes=bytes_, seconds=seconds)
+
+
+A = {"schema": "pinfast-report/1", "pid": 100, "wall_seconds": 0.5,
+     "transfers": [row("cuMemcpyHtoD", "H2D", "pageable", "staged", 3, 3 << 20, 0.25),
+                   row("cuMemcpyDtoH", "D2H", "pageable", "passthrough", 2, 1 << 20, 0.5,
+                       errors=1)],
+     "allocations": [alloc("cuMemHostAlloc", 1, 4096, 0.125)],
+     # keys a later version may add: must be ignored (advice is printed)
+     "pinfast": {"threads": 8}, "histogram": [[4096, 3]],
+     "advice": ["use cudaMallocHost for the big buffer", {"message": "raise PINFAST_CHUNK"}]}
+
+B = {"schema": "pinfast-report/1", "pid": 200, "wall_seconds": 0.75,
+     "transfers": [row("cuMemcpyHtoD", "H2D", "pageable", "staged", 5, 5 << 20, 0.125),
+                   row("cuMemcpyHtoDAsync", "H2D", "pinned", "passthrough", 1, 1024, 0.0625,
+                       future_field="x")]}  # no "allocations": treated as none
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PINFAST_") and k != "LD_PRELOAD"}
+    env.update(extra)
+    return env
+
+
+def tool(*args, env=None):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True,
+                          env=env or clean_env())
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="pinfast-test-")
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def write(self, name, content):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def ok(self, *args, env=None):
+        p = tool(*args, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout
+
+
+class Report(Base):
+    def test_text(self):
+        out = self.ok("report", self.write("a.json", A))
+        self.assertIn("cuMemcpyHtoD", out)
+        self.assertIn("3.0 MiB", out)
+        self.assertIn("4.0 KiB", out)                     # the allocation
+        self.assertRegex(out, r"H2D +3 +0 +3\.0 MiB +0\.250000 +0\.01 +100\.0%")
+        self.assertRegex(out, r"D2H +2 +1 +1\.0 MiB +0\.500000 +0\.00 +0\.0%")
+        self.assertRegex(out, r"all +5 +1 +4\.0 MiB +0\.750000 +0\.01 +75\.0%")
+        self.assertIn("- use cudaMallocHost for the big buffer", out)
+        self.assertIn("- raise PINFAST_CHUNK", out)
+
+    def test_markdown(self):
+        out = self.ok("report", "--format", "markdown", self.write("a.json", A))
+        self.assertIn("| cuMemcpyHtoD | H2D | pageable | staged | 3 | 0 | 3.0 MiB |", out)
+        self.assertIn("## Advice", out)
+
+    def test_merge_exact(self):
+        a, b = self.write("pf-100.json", A), self.write("pf-200.json", B)
+        m = json.loads(self.ok("report", "--format", "json", a, b))
+        self.assertEqual(m["schema"], "pinfast-report/1")
+        self.assertEqual(m["pids"], [100, 200])
+        self.assertEqual(m["wall_seconds"], 0.75)
+        rows = {(r["api"], r["memory"]): r for r in m["transfers"]}
+        self.assertEqual(len(rows), 3)
+        h2d = rows[("cuMemcpyHtoD", "pageable")]
+        self.assertEqual((h2d["calls"], h2d["errors"], h2d["bytes"], h2d["seconds"]),
+                         (8, 0, 8 << 20, 0.375))
+        self.assertEqual(h2d["gbps"], round((8 << 20) / 0.375 / 1e9, 3))
+        self.assertEqual(rows[("cuMemcpyDtoH", "pageable")]["errors"], 1)
+        self.assertEqual(rows[("cuMemcpyHtoDAsync", "pinned")]["bytes"], 1024)
+        self.assertEqual(m["allocations"], [alloc("cuMemHostAlloc", 1, 4096, 0.125)])
+        self.assertEqual(len(m["advice"]), 2)
+
+    def test_merge_text_totals(self):
+        out = self.ok("report", self.write("a.json", A), self.write("b.json", B))
+        # H2D: 9 calls, 8 MiB + 1 KiB, 0.4375 s; staged share 8 MiB / (8 MiB + 1 KiB)
+        staged = 100 * (8 << 20) / ((8 << 20) + 1024)
+        self.assertRegex(out, r"H2D +9 +0 +8\.0 MiB +0\.437500 +0\.02 +%.1f%%" % staged)
+        self.assertIn("pids 100, 200", out)
+
+    def test_concatenated_reports_and_round_trip(self):
+        both = self.write("both.json", json.dumps(A) + "\n" + json.dumps(B) + "\n")
+        merged = self.ok("report", "--format", "json", both)
+        separate = self.ok("report", "--format", "json", self.write("a.json", A),
+                           self.write("b.json", B))
+        self.assertEqual(merged, separate)
+        again = self.ok("report", "--format", "json", self.write("m.json", merged))
+        self.assertEqual(again, merged)
+
+    def test_minimal_report(self):
+        out = self.ok("report", self.write("m.json", {"schema": "pinfast-report/1"}))
+        self.assertIn("(none)", out)
+
+    def test_not_a_report(self):
+        cases = {"text.json": "pinfast: transfer report, pid 1\n",
+                 "empty.json": "",
+                 "other.json": {"x": 1},
+                 "schema.json": {"schema": "something/1", "transfers": []},
+                 "list.json": [A],
+                 "rows.json": {"schema": "pinfast-report/1", "transfers": {"a": 1}},
+                 "truncated.json": json.dumps(A)[:-10]}
+        for name, content in cases.items():
+            path = self.write(name, content)
+            for args in (["report", path], ["diff", path, path]):
+                p = tool(*args)
+                self.assertEqual(p.returncode, 2, name)
+                self.assertEqual(p.stderr, f"pinfast: error: {path}: not a pinfast report\n")
+        p = tool("report", os.path.join(self.dir, "missing.json"))
+        self.assertEqual(p.returncode, 2)
+        self.assertTrue(p.stderr.startswith("pinfast: error: "))
+
+
+class Diff(Base):
+    def test_json_exact(self):
+        d = json.loads(self.ok("diff", "--format", "json", self.write("a.json", A),
+                               self.write("b.json", B)))
+        self.assertEqual(d["wall_seconds"], [0.5, 0.75])
+        rows = {r["api"]: r for r in d["transfers"]}
+        self.assertEqual(rows["cuMemcpyHtoD"]["speedup"], 2.0)         # 0.25 s / 0.125 s
+        self.assertEqual(rows["cuMemcpyHtoD"]["a"]["calls"], 3)
+        self.assertEqual(rows["cuMemcpyHtoD"]["b"]["bytes"], 5 << 20)
+        self.assertEqual(rows["cuMemcpyHtoD"]["only"], None)
+        self.assertEqual((rows["cuMemcpyDtoH"]["only"], rows["cuMemcpyDtoH"]["b"]), ("A", None))
+        self.assertEqual(rows["cuMemcpyHtoDAsync"]["only"], "B")
+        self.assertIsNone(rows["cuMemcpyHtoDAsync"]["speedup"])
+        totals = {t["direction"]: t for t in d["totals"]}
+        self.assertEqual(totals["H2D"]["speedup"], 1.3333)             # 0.25 / 0.1875
+        self.assertEqual(totals["H2D"]["b"]["calls"], 6)
+        self.assertEqual(totals["all"]["speedup"], 4.0)                # 0.75 / 0.1875
+        self.assertEqual(totals["D2H"]["only"], "A")
+
+    def test_text(self):
+        out = self.ok("diff", self.write("a.json", A), self.write("b.json", B))
+        self.assertRegex(out, r"cuMemcpyHtoD +H2D +pageable +staged +3 +5 +3\.0 MiB +5\.0 MiB"
+                              r" +0\.250000 +0\.125000 +0\.01 +0\.04 +2\.00x")
+        self.assertRegex(out, r"cuMemcpyDtoH .* - +only A")
+        self.assertRegex(out, r"cuMemcpyHtoDAsync .* - +only B")
+        self.assertRegex(out, r"total +all .* 4\.00x")
+
+    def test_markdown(self):
+        out = self.ok("diff", "--format", "markdown", self.write("a.json", A),
+                      self.write("b.json", B))
+        self.assertIn("| 2.00x |  |", out)
+
+
+class Run(Base):
+    def run_env(self, *args, env=None):
+        """The environment that `env` sees when started by pinfast run."""
+        p = tool("run", *args, "--", "env", env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return dict(line.split("=", 1) for line in p.stdout.splitlines() if "=" in line)
+
+    def fake_lib(self, path="fake/libpinfast.so"):
+        return self.write(path.replace("/", "_"), "")  # not an ELF: ld.so ignores it
+
+    def test_environment(self):
+        lib = self.fake_lib()
+        env = self.run_env("--lib", lib, "--stats", "text", "--stats-file", "pf-%p.json",
+                           "--disable", "--log", "debug", "-e", "PINFAST_THREADS=4",
+                           "-e", "PINFAST_CHUNK=4M", "-e", "OTHER=a=b",
+                           env=clean_env(LD_PRELOAD="/x/first.so /x/second.so"))
+        self.assertEqual(env["LD_PRELOAD"], f"{lib}:/x/first.so:/x/second.so")
+        self.assertEqual(env["PINFAST_STATS"], "text")
+        self.assertEqual(env["PINFAST_STATS_FILE"], "pf-%p.json")
+        self.assertEqual(env["PINFAST_DISABLE"], "1")
+        self.assertEqual(env["PINFAST_LOG"], "debug")
+        self.assertEqual(env["PINFAST_THREADS"], "4")
+        self.assertEqual(env["PINFAST_CHUNK"], "4M")
+        self.assertEqual(env["OTHER"], "a=b")
+
+    def test_defaults(self):
+        lib = self.fake_lib()
+        env = self.run_env("--lib", lib)
+        self.assertEqual(env["LD_PRELOAD"], lib)
+        self.assertEqual([k for k in env if k.startswith("PINFAST_")], [])
+        # a stats file alone means a JSON report
+        env = self.run_env("--lib", lib, "--stats-file", "r.json")
+        self.assertEqual(env["PINFAST_STATS"], "json")
+
+    def test_pinfast_lib_variable(self):
+        lib = self.fake_lib()
+        env = self.run_env(env=clean_env(PINFAST_LIB=lib))
+        self.assertEqual(env["LD_PRELOAD"], lib)
+
+    def test_installed_layout(self):
+        prefix = os.path.join(self.dir, "prefix")
+        os.makedirs(os.path.join(prefix, "bin"))
+        os.makedirs(os.path.join(prefix, "lib"))
+        shutil.copy(TOOL, os.path.join(prefix, "bin", "pinfast"))
+        lib = os.path.join(prefix, "lib", "libpinfast.so")
+        p = subprocess.run([sys.executable, os.path.join(prefix, "bin", "pinfast"), "run",
+                            "--", "env"], capture_output=True, text=True, env=clean_env())
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("pinfast: error: libpinfast.so not found", p.stderr)
+        open(lib, "w").close()
+        p = subprocess.run([sys.executable, os.path.join(prefix, "bin", "pinfast"), "run",
+                            "--", "env"], capture_output=True, text=True, env=clean_env())
+        self.assertIn(f"LD_PRELOAD={lib}\n", p.stdout)
+
+    def test_exit_status_is_the_programs(self):
+        p = tool("run", "--lib", self.fake_lib(), "--", "sh", "-c", "exit 7")
+        self.assertEqual(p.returncode, 7)
+
+    def test_errors(self):
+        p = tool("run", "--lib", os.path.join(self.dir, "none.so"), "--", "true")
+        self.assertEqual((p.returncode, p.stderr.startswith("pinfast: error: --lib")), (2, True))
+        p = tool("run", "--", "true", env=clean_env(PINFAST_LIB="/no/such/lib.so"))
+        self.assertEqual(p.returncode, 2)
+        p = tool("run", "--lib", self.fake_lib())
+        self.assertEqual(p.returncode, 2)
+        p = tool("run", "--lib", self.fake_lib(), "-e", "NOEQUALS", "--", "true")
+        self.assertEqual(p.returncode, 2)
+        p = tool("run", "--lib", self.fake_lib(), "--", "no-such-program-pinfast")
+        self.assertEqual(p.returncode, 127)
+
+
+class Options(Base):
+    def test_library_without_table(self):
+        p = tool("options", "--lib", self.write("lib.so", ""))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("printed no option table", p.stderr)
+
+    @unittest.skipUnless(os.path.isfile(BUILT_LIB), "build/libpinfast.so not built")
+    def test_built_library(self):
+        out = self.ok("options", "--lib", BUILT_LIB)
+        for name in ("PINFAST_STATS", "PINFAST_STATS_FILE", "PINFAST_CHUNK"):
+            self.assertIn(name, out)
+
+
+class Help(Base):
+    def test_help(self):
+        for cmd in ([], ["run"], ["report"], ["diff"], ["options"]):
+            self.assertIn("usage", self.ok(*cmd, "--help"))
+
+
+if __name__ == "__main__":
+    unittest.main()
