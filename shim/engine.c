@@ -349,6 +349,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (!c)
         return 0;
     int workers = pf_workers_start();
+    pf_workers_active(1);
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     const struct pf_options *o = pf_options();
     struct plan p = {.x = x, .chunk = c->slot_size};
@@ -366,6 +367,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (x->dir == PF_DIR_H2D && !x->async) {
         CUresult r = PF_CALL(cuStreamSynchronize, x->stream);
         if (r != CUDA_SUCCESS) {
+            pf_workers_active(-1);
             *result = r;
             return 1;
         }
@@ -387,6 +389,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     uint64_t t3 = pf_now_ns();
     *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
     release(c, h, nh);
+    pf_workers_active(-1);
     if (pf_log_level() >= PF_DEBUG) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,

@@ -32,8 +32,12 @@ void pf_task_wait(struct pf_task *t);
 /* Runs the oldest queued task if it is no longer than max_len; returns 1 if it did. */
 int pf_task_help(size_t max_len);
 
-/* Wakes every sleeping worker ahead of work about to be queued. */
+/* Wakes the sleeping workers ahead of work about to be queued. */
 void pf_workers_wake(void);
+
+/* A copy starts (+1) or ends (-1): while one is under way, idle workers poll
+ * rather than sleep. */
+void pf_workers_active(int delta);
 
 /* A short pause in a polling loop. */
 void pf_relax(void);
