@@ -110,6 +110,7 @@ struct fake_stream {
     unsigned rng;
     struct fake_graph *capture;    /* non-NULL while capturing */
     unsigned long long capture_id;
+    unsigned long copies;          /* copy ops queued or captured (fakecuda_stream_copies) */
     struct fake_stream *next;      /* global list of live streams */
 };
 #define FAKE_STREAM_MAGIC 0x5757A3A3u

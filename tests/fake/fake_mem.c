@@ -317,9 +317,22 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
     return CUDA_SUCCESS;
 }
 
+/* FAKECUDA_FAIL_HOSTALLOC=<bytes>: cuMemHostAlloc of at least that many bytes
+ * fails with CUDA_ERROR_OUT_OF_MEMORY (1: every call), so that tests can see
+ * what a shim does when it cannot pin.  Unset or 0: never.  cuMemAllocHost is
+ * not affected. */
+static size_t fail_hostalloc_at(void)
+{
+    const char *v = getenv("FAKECUDA_FAIL_HOSTALLOC");
+    return v && *v ? (size_t)strtoull(v, NULL, 0) : 0;
+}
+
 FAKE_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     FAKE_ENTER();
+    size_t fail_at = fail_hostalloc_at();
+    if (fail_at && bytesize >= fail_at && atomic_load(&fake_initialized) && pp && bytesize)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     return host_alloc(pp, bytesize, Flags);
 }
 

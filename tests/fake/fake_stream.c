@@ -314,6 +314,8 @@ static void graph_append_locked(struct fake_graph *g, struct fake_op *op)
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq)
 {
     pthread_mutex_lock(&fake_lock);
+    if (op->kind == OP_COPY)
+        s->copies++;
     if (s->capture) {
         graph_append_locked(s->capture, op);
         pthread_mutex_unlock(&fake_lock);
@@ -392,6 +394,21 @@ static CUresult stream_create(CUstream *phStream, unsigned int Flags, int prio)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *phStream = (CUstream)s;
     return CUDA_SUCCESS;
+}
+
+/* Test hook: how many copy ops were queued on (or captured from) a stream,
+ * resolved like a copy's stream argument (per_thread: the _ptsz meaning of
+ * 0).  Lets a test see on which stream, and in how many pieces, a copy
+ * reached the driver.  Returns (unsigned long)-1 for a bad handle. */
+FAKE_API unsigned long fakecuda_stream_copies(CUstream h, int per_thread)
+{
+    struct fake_stream *s;
+    if (fake_stream_get(h, per_thread, &s))
+        return (unsigned long)-1;
+    pthread_mutex_lock(&fake_lock);
+    unsigned long n = s->copies;
+    pthread_mutex_unlock(&fake_lock);
+    return n;
 }
 
 FAKE_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
