@@ -1,6 +1,7 @@
 /* The allocation entry points: counted, and host memory the program pins or
  * maps is recorded so that copies can tell it from pageable memory. */
 #include "api.h"
+#include "pool.h"
 
 #define TIMED(api, bytes, call, on_success)                                    \
     do {                                                                       \
@@ -30,14 +31,37 @@
         return r_;                                                             \
     } while (0)
 
+/* Pinned allocations come from the pool when it has a block of that exact
+ * kind, and go to it when freed. */
+static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flags) {
+    uint64_t t0 = pf_now_ns();
+    void *p = pp && n ? pf_pool_take(api, n, flags) : NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (p) {
+        *pp = p;
+    } else {
+        r = api == PF_API_HOST_ALLOC
+                ? PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags)
+                : PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n);
+        if (r == CUDA_SUCCESS)
+            pf_pool_adopt(*pp, api, n, flags, pf_now_ns() - t0);
+    }
+    pf_stats_alloc(api, n, pf_now_ns() - t0, r);
+    if (r == CUDA_SUCCESS)
+        pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags);
+    return r;
+}
+
 PF_API CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
-    TIMED(PF_API_HOST_ALLOC, n, PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags),
-          pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags));
+    if (!pf_enter())
+        return PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags);
+    return pinned(PF_API_HOST_ALLOC, pp, n, flags);
 }
 
 PF_API CUresult cuMemAllocHost_v2(void **pp, size_t n) {
-    TIMED(PF_API_ALLOC_HOST, n, PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n),
-          pf_hostmap_add(*pp, n, PF_MEM_PINNED, 0));
+    if (!pf_enter())
+        return PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n);
+    return pinned(PF_API_ALLOC_HOST, pp, n, 0);
 }
 
 PF_API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
@@ -66,9 +90,14 @@ PF_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dp, CUstream s) {
     TIMED(PF_API_FREE_ASYNC, 0, PF_PASS(PF_S_cuMemFreeAsync_ptsz, cuMemFreeAsync, dp, s), (void)0);
 }
 
-PF_API CUresult cuMemFreeHost(void *p) {
-    FREED(PF_API_FREE_HOST, p, PF_PASS(PF_S_cuMemFreeHost, cuMemFreeHost, p));
+/* The pool's blocks stay with the pool; others (and only pool blocks exist
+ * while pinfast acts) go back to the driver. */
+static CUresult free_host(void *p) {
+    CUresult r;
+    return pf_pool_free(p, &r) ? r : PF_PASS(PF_S_cuMemFreeHost, cuMemFreeHost, p);
 }
+
+PF_API CUresult cuMemFreeHost(void *p) { FREED(PF_API_FREE_HOST, p, free_host(p)); }
 PF_API CUresult cuMemHostUnregister(void *p) {
     FREED(PF_API_HOST_UNREGISTER, p, PF_PASS(PF_S_cuMemHostUnregister, cuMemHostUnregister, p));
 }

@@ -44,6 +44,7 @@ struct context {
 
 static struct context *contexts[MAX_CONTEXTS];
 static int ncontexts;
+static unsigned long long staged_copies, staged_bytes, pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
 
@@ -82,6 +83,7 @@ static struct context *create(unsigned long long id) {
         return NULL;
     }
     pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
+    __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
     c->id = id;
     c->nslots = k;
     c->slot_size = size;
@@ -390,6 +392,8 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
     release(c, h, nh);
     pf_workers_active(-1);
+    __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
     if (pf_log_level() >= PF_DEBUG) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
@@ -404,9 +408,19 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     return 1;
 }
 
+void pf_engine_stats(struct pf_engine_stats *out) {
+    out->copies = __atomic_load_n(&staged_copies, __ATOMIC_RELAXED);
+    out->bytes = __atomic_load_n(&staged_bytes, __ATOMIC_RELAXED);
+    out->pinned_bytes = __atomic_load_n(&pinned_bytes, __ATOMIC_RELAXED);
+    out->contexts = __atomic_load_n(&ncontexts, __ATOMIC_RELAXED);
+    out->threads = pf_workers_count();
+    out->worker_seconds = pf_workers_cpu_seconds();
+}
+
 void pf_engine_forked(void) {
     /* the parent's contexts are unusable here; their memory stays mapped */
     ncontexts = 0;
+    staged_copies = staged_bytes = pinned_bytes = 0;
     pthread_mutex_init(&contexts_lock, NULL);
     pf_workers_forked();
 }

@@ -1,6 +1,7 @@
 /* Process events: exit prints the report, fork gives the child a clean slate. */
 #include "engine.h"
 #include "hostmap.h"
+#include "pool.h"
 #include "stats.h"
 
 #include "options.h"
@@ -16,6 +17,7 @@ static void parent(void) { pf_hostmap_fork_done(); }
 static void child(void) {
     pf_hostmap_fork_done();
     pf_engine_forked();
+    pf_pool_forked();
     pf_stats_reset();
 }
 

@@ -18,6 +18,7 @@ struct pf_options {
     size_t min_size;        /* smaller pageable copies pass through */
     size_t staging;         /* pinned staging memory per context */
     int copy_h2d, copy_d2h; /* enum pf_copy_kind of the host side of each direction */
+    size_t pool_idle;       /* freed pinned memory the cache may keep; 0: no cache */
 };
 
 const struct pf_options *pf_options(void);

@@ -1,7 +1,9 @@
 #include "stats.h"
 #include "clock.h"
 #include "message.h"
+#include "engine.h"
 #include "options.h"
+#include "pool.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -104,6 +106,10 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
 
 static double gbps(const struct cell *c) { return c->ns ? (double)c->bytes / (double)c->ns : 0.0; }
 
+static double per_gib(double seconds, unsigned long long bytes) {
+    return bytes ? seconds / ((double)bytes / (1 << 30)) : 0.0;
+}
+
 static void report_json(struct out *o, double wall) {
     put(o, "{\"schema\":\"pinfast-report/1\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
@@ -134,7 +140,20 @@ static void report_json(struct out *o, double wall) {
             (unsigned long long)c->bytes, (double)c->ns * 1e-9);
         sep = ",\n";
     }
-    put(o, "\n]}\n");
+    struct pf_engine_stats e;
+    struct pf_pool_stats pl;
+    pf_engine_stats(&e);
+    pf_pool_stats(&pl);
+    put(o,
+        "\n],\n\"staging\":{\"copies\":%llu,\"bytes\":%llu,\"pinned_bytes\":%llu,"
+        "\"contexts\":%d,\"threads\":%d,\"copy_cpu_seconds\":%.6f,\"cpu_seconds_per_gib\":%.6f},\n",
+        e.copies, e.bytes, e.pinned_bytes, e.contexts, e.threads, e.worker_seconds,
+        per_gib(e.worker_seconds, e.bytes));
+    put(o,
+        "\"pool\":{\"hits\":%llu,\"misses\":%llu,\"idle_bytes\":%llu,\"peak_idle_bytes\":%llu,"
+        "\"trimmed\":%llu,\"saved_seconds\":%.6f,\"sync_seconds\":%.6f}}\n",
+        pl.hits, pl.misses, pl.idle_bytes, pl.peak_idle_bytes, pl.trimmed, pl.saved_seconds,
+        pl.sync_seconds);
 }
 
 static void report_text(struct out *o, double wall) {
@@ -159,6 +178,20 @@ static void report_text(struct out *o, double wall) {
                 "-", "-", "-", (unsigned long long)c->calls, (unsigned long long)c->errors,
                 (unsigned long long)c->bytes, (double)c->ns * 1e-9);
     }
+    struct pf_engine_stats e;
+    struct pf_pool_stats pl;
+    pf_engine_stats(&e);
+    pf_pool_stats(&pl);
+    if (e.copies)
+        put(o, "pinfast: staging: %llu copies, %.1f MiB, %d threads, %.1f MiB pinned in %d "
+               "context(s), %.3f s of copy CPU time (%.3f s per GiB)\n",
+            e.copies, e.bytes / 1048576.0, e.threads, e.pinned_bytes / 1048576.0, e.contexts,
+            e.worker_seconds, per_gib(e.worker_seconds, e.bytes));
+    if (pl.hits + pl.misses)
+        put(o, "pinfast: pinned pool: %llu hits, %llu misses, %.1f MiB idle (peak %.1f), %llu "
+               "trimmed, %.3f s of allocation saved, %.3f s synchronising at free\n",
+            pl.hits, pl.misses, pl.idle_bytes / 1048576.0, pl.peak_idle_bytes / 1048576.0,
+            pl.trimmed, pl.saved_seconds, pl.sync_seconds);
 }
 
 /* The file name with %p replaced by the pid, %% by %. */

@@ -36,7 +36,7 @@
 
 /* Driver functions pinfast calls without wrapping them. */
 #define PF_INTERNAL(X)                                                         \
-    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice)                         \
+    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize)                         \
     X(cuPointerGetAttributes) X(cuMemGetAddressRange_v2)                       \
     X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamGetCtx)            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \

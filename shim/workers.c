@@ -219,6 +219,8 @@ void pf_workers_forked(void) {
     once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }
 
+int pf_workers_count(void) { return __atomic_load_n(&started, __ATOMIC_ACQUIRE); }
+
 double pf_workers_cpu_seconds(void) {
     return (double)__atomic_load_n(&busy_ns, __ATOMIC_RELAXED) * 1e-9;
 }

@@ -48,6 +48,9 @@ int pf_workers_start(void);
 /* In a forked child: the threads are gone; start afresh when needed. */
 void pf_workers_forked(void);
 
+/* Threads running. */
+int pf_workers_count(void);
+
 /* CPU seconds spent copying by the workers and helping callers. */
 double pf_workers_cpu_seconds(void);
 

@@ -120,6 +120,36 @@ static int allocation(struct p *p, struct rep_alloc *w)
     return lit(p, '}');
 }
 
+/* Skips one JSON value: sections that later versions add after the rows. */
+static int skip(struct p *p)
+{
+    ws(p);
+    if (*p->s == '"') {
+        char tmp[256];
+        return str(p, tmp, sizeof tmp);
+    }
+    if (*p->s == '{' || *p->s == '[') {
+        char close = *p->s == '{' ? '}' : ']';
+        p->s++;
+        ws(p);
+        if (*p->s == close)
+            return p->s++, 0;
+        do {
+            if (close == '}') {
+                char k[256];
+                if (str(p, k, sizeof k) || lit(p, ':'))
+                    return -1;
+            }
+            if (skip(p))
+                return -1;
+            ws(p);
+        } while (*p->s == ',' && p->s++);
+        return lit(p, close);
+    }
+    double d;
+    return num(p, &d);
+}
+
 int report_parse(const char *text, struct report *r)
 {
     memset(r, 0, sizeof *r);
@@ -157,7 +187,17 @@ int report_parse(const char *text, struct report *r)
             ws(&p);
         } while (*p.s == ',' && p.s++);
     }
-    if (lit(&p, ']') || lit(&p, '}'))
+    if (lit(&p, ']'))
+        return -1;
+    ws(&p);
+    while (*p.s == ',') { /* further sections, e.g. "pool" */
+        char k[64];
+        p.s++;
+        if (str(&p, k, sizeof k) || lit(&p, ':') || skip(&p))
+            return -1;
+        ws(&p);
+    }
+    if (lit(&p, '}'))
         return -1;
     ws(&p);
     if (*p.s)
