@@ -22,6 +22,9 @@ for round in $(seq 1 ${ROUNDS:-2}); do
   echo "== bench plain round $round"; $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
   echo "== bench pinfast round $round"; LD_PRELOAD=$LIB PINFAST_STATS=off $B/engine_check bench 4096 $((1<<30)) ${REPS:-7}
 done
+if [ "${DMA:-0}" = 1 ]; then
+  echo "== copy engine on chunks"; $B/engine_check dma
+fi
 if [ "${TRACE:-0}" = 1 ]; then
   echo "== debug trace of 512K, 1M and 64M copies"
   LD_PRELOAD=$LIB PINFAST_LOG=debug PINFAST_STATS=off $B/engine_check bench $((512<<10)) $((1<<20)) 5 2>&1 | grep -E "staged|GB/s" | tail -24
@@ -29,8 +32,9 @@ if [ "${TRACE:-0}" = 1 ]; then
 fi
 # SWEEP="threads:chunk:staging ..." runs the large sizes under each setting
 for cfg in ${SWEEP:-}; do
-  IFS=: read -r t c s <<<"$cfg"
-  echo "== sweep threads=$t chunk=$c staging=$s"
+  IFS=: read -r t c s ch cd <<<"$cfg"
+  echo "== sweep threads=$t chunk=$c staging=$s copy_h2d=${ch:-default} copy_d2h=${cd:-default}"
   LD_PRELOAD=$LIB PINFAST_THREADS=$t PINFAST_CHUNK=$c PINFAST_STAGING=$s PINFAST_STATS=off \
+    PINFAST_COPY_H2D=${ch:-stream} PINFAST_COPY_D2H=${cd:-memcpy} \
     $B/engine_check bench $((1<<20)) $((1<<30)) 5 | grep -E "^(H2D|D2H) +(1048576|67108864|1073741824) "
 done

@@ -145,6 +145,45 @@ static void bench(size_t min, size_t max, int reps) {
     }
 }
 
+/* How fast the copy engine moves pinned memory cut into chunks: one copy,
+ * chunks on one stream, chunks with an event after each, chunks over two
+ * streams; the gaps between chunks are what staging adds to the DMA. */
+static void dma(size_t total, size_t chunk) {
+    unsigned char *pin;
+    CK(cuMemHostAlloc((void **)&pin, total, 0));
+    memset(pin, 3, total);
+    CUdeviceptr dev;
+    CK(cuMemAlloc_v2(&dev, total));
+    CUstream s[2];
+    CUevent ev[64];
+    CK(cuStreamCreate(&s[0], CU_STREAM_NON_BLOCKING));
+    CK(cuStreamCreate(&s[1], CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 64; i++)
+        CK(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));
+    const char *names[4] = {"one-copy", "chunks", "chunks+events", "chunks/2-streams"};
+    for (int mode = 0; mode < 4; mode++) {
+        double t[9];
+        for (int r = 0; r < 9; r++) {
+            double a = now();
+            if (mode == 0)
+                CK(cuMemcpyHtoDAsync_v2(dev, pin, total, s[0]));
+            else
+                for (size_t off = 0, k = 0; off < total; off += chunk, k++) {
+                    CUstream st = mode == 3 ? s[k & 1] : s[0];
+                    CK(cuMemcpyHtoDAsync_v2(dev + off, pin + off, chunk, st));
+                    if (mode >= 2)
+                        CK(cuEventRecord(ev[k % 64], st));
+                }
+            CK(cuStreamSynchronize(s[0]));
+            CK(cuStreamSynchronize(s[1]));
+            t[r] = now() - a;
+        }
+        qsort(t, 9, sizeof(double), by_double);
+        printf("dma %-17s total %zu chunk %zu: %.2f GB/s\n", names[mode], total, chunk,
+               total / t[4] / 1e9);
+    }
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CUdevice d;
@@ -153,6 +192,11 @@ int main(int argc, char **argv) {
     CK(cuDeviceGet(&d, 0));
     CK(cuDevicePrimaryCtxRetain(&c, d));
     CK(cuCtxSetCurrent(c));
+    if (argc > 1 && !strcmp(argv[1], "dma")) {
+        for (size_t c = 256 << 10; c <= (8u << 20); c *= 2)
+            dma(64u << 20, c);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "bench")) {
         bench(argc > 2 ? strtoull(argv[2], NULL, 0) : 4096, argc > 3 ? strtoull(argv[3], NULL, 0) : (1u << 30),
               argc > 4 ? atoi(argv[4]) : 9);
