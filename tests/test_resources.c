@@ -1,0 +1,154 @@
+/* test_resources: copies stay correct whatever pinfast's resources, and the
+ * exit report says which path they took.  Each case runs a child (this
+ * binary in "copy" mode) that does pageable H2D/D2H copies, sync and async,
+ * and checks its data; under .pinfast the child runs with pinfast and the
+ * JSON report of the child is read back:
+ *   PINFAST_STAGING=0                   -> path "passthrough"
+ *   FAKECUDA_FAIL_HOSTALLOC=1           -> pinning fails: "passthrough", a warning
+ *   FAKECUDA_FAIL_HOSTALLOC=64M         -> 128M and 64M fail, a smaller pool: "staged"
+ *   PINFAST_THREADS=1                   -> "staged"
+ *   PINFAST_STAGING=100K                -> one slot smaller than a chunk: "staged"
+ *   PINFAST_STAGE=0                     -> "passthrough"
+ * All with PINFAST_MIN_SIZE=0. */
+#define _GNU_SOURCE
+#include "t.h"
+#include "report.h"
+#include "spawn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB ((size_t)1 << 20)
+
+static int child_copy(void)
+{
+    if (t_setup(NULL))
+        return 30;
+    static const size_t sizes[] = { 1, 4097, MiB + 7, 9 * MiB + 3, 33 * MiB };
+    CUstream st;
+    if (D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
+        return 31;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        for (int async = 0; async < 2; async++) {
+            size_t n = sizes[i];
+            unsigned char *h = malloc(n + 1), *o = malloc(n + 1);
+            CUdeviceptr d;
+            if (!h || !o || D.MemAlloc(&d, n))
+                return 32;
+            uint64_t salt = t_rand();
+            t_fill(h + 1, n, salt);                     /* odd alignment */
+            t_poison(o, n + 1);
+            CUresult r = async ? D.MemcpyHtoDAsync(d, h + 1, n, st) : D.MemcpyHtoD(d, h + 1, n);
+            if (!r)
+                r = async ? D.MemcpyDtoHAsync(o + 1, d, n, st) : D.MemcpyDtoH(o + 1, d, n);
+            if (!r && async)
+                r = D.StreamSynchronize(st);
+            size_t bad;
+            if (r) {
+                fprintf(stderr, "copy of %zu bytes returned %d\n", n, (int)r);
+                return 33;
+            }
+            if (!t_check_fill(o + 1, n, salt, &bad)) {
+                fprintf(stderr, "copy of %zu bytes (%s): wrong byte at %zu\n", n, async ? "async" : "sync", bad);
+                return 34;
+            }
+            D.MemFree(d);
+            free(h);
+            free(o);
+        }
+    return 0;
+}
+
+static const char *dir;
+
+static int setup(void **s)
+{
+    (void)s;
+    dir = sp_tmpdir("resources");
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **s)
+{
+    (void)s;
+    sp_rmdir(dir);
+    return 0;
+}
+
+/* runs the child with the settings; checks the paths of the pageable rows */
+static void run_case(const char *a, const char *b, const char *want_path, int want_warning)
+{
+    static int k;
+    char file[300], stats[320], errf[300];
+    snprintf(file, sizeof file, "%s/r-%d.json", dir, k);
+    snprintf(errf, sizeof errf, "%s/e-%d.txt", dir, k++);
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", file);
+    const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_STATS=json", stats,
+                          t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", a, b, NULL };
+    char *argv[] = { "test_resources", "copy", NULL };
+    int rc = sp_run(argv, t_pinfast(), set, "/dev/null", errf, 120, NULL);
+    char *err = sp_slurp(errf, NULL);
+    if (rc != 0)
+        fail_msg("%s %s: child status %d\n%s", a, b ? b : "", rc, err ? err : "");
+    if (!t_pinfast()) {
+        free(err);
+        return;
+    }
+    int warned = err && strstr(err, "pinfast: warning:") != NULL;
+    if (want_warning && !warned)
+        fail_msg("%s: no warning on stderr:\n%s", a, err ? err : "");
+    if (!want_warning && warned)
+        fail_msg("%s %s: unexpected warning:\n%s", a, b ? b : "", err);
+    free(err);
+    static struct report r;
+    if (report_read(file, &r))
+        fail_msg("%s: report: %s", a, r.err);
+    int rows = 0;
+    for (int i = 0; i < r.nt; i++) {
+        if (strcmp(r.t[i].memory, "pageable") || (strcmp(r.t[i].direction, "H2D") && strcmp(r.t[i].direction, "D2H")))
+            continue;
+        rows++;
+        /* 1-byte copies and the like may pass through anyway; big ones say it all */
+        if (strcmp(want_path, "passthrough") == 0 && strcmp(r.t[i].path, "passthrough"))
+            fail_msg("%s %s: row %s %s %s has path \"%s\", expected passthrough", a, b ? b : "",
+                     r.t[i].api, r.t[i].direction, r.t[i].memory, r.t[i].path);
+    }
+    if (strcmp(want_path, "staged") == 0) {
+        int staged = 0;
+        for (int i = 0; i < r.nt; i++)
+            staged += strcmp(r.t[i].path, "staged") == 0;
+        if (staged < 4)
+            fail_msg("%s %s: %d staged rows, expected the 4 pageable entry points", a, b ? b : "", staged);
+    }
+    if (rows < 4)
+        fail_msg("%s: only %d pageable rows in the report", a, rows);
+}
+
+static void test_staging_off(void **s) { (void)s; run_case("PINFAST_STAGING=0", NULL, "passthrough", 0); }
+static void test_stage_off(void **s) { (void)s; run_case("PINFAST_STAGE=0", NULL, "passthrough", 0); }
+static void test_pinning_fails(void **s) { (void)s; run_case("FAKECUDA_FAIL_HOSTALLOC=1", NULL, "passthrough", 1); }
+static void test_pinning_halved(void **s)
+{
+    (void)s;
+    run_case("FAKECUDA_FAIL_HOSTALLOC=67108864", NULL, "staged", 0);
+}
+static void test_one_thread(void **s) { (void)s; run_case("PINFAST_THREADS=1", NULL, "staged", 0); }
+static void test_one_slot(void **s) { (void)s; run_case("PINFAST_STAGING=100K", NULL, "staged", 0); }
+static void test_small_chunks(void **s) { (void)s; run_case("PINFAST_CHUNK=64K", "PINFAST_STAGING=192K", "staged", 0); }
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "copy") == 0)
+        return child_copy();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_staging_off),
+        cmocka_unit_test(test_stage_off),
+        cmocka_unit_test(test_pinning_fails),
+        cmocka_unit_test(test_pinning_halved),
+        cmocka_unit_test(test_one_thread),
+        cmocka_unit_test(test_one_slot),
+        cmocka_unit_test(test_small_chunks),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
