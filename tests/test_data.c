@@ -97,9 +97,17 @@ static void roundtrip(size_t n, enum hmem k, int async, CUstream st)
     hfree(&dst);
 }
 
+/* PFT_QUICK=1 (the valgrind run) keeps to sizes up to 64 KiB + 1 and fewer
+ * rounds */
+static int quick(void)
+{
+    const char *v = getenv("PFT_QUICK");
+    return v && *v == '1';
+}
+
 static size_t sizes[] = { 1, 2, 3, 7, 8, 15, 63, 64, 65, 511, 4095, 4096, 4097, 65536, 65537,
                           1 << 20, (1 << 20) + 1, (4 << 20) - 3, (8 << 20) + 13 };
-#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define NSIZES (quick() ? 15 : sizeof sizes / sizeof sizes[0])
 
 static void test_sizes_sync(void **s)
 {
@@ -122,8 +130,8 @@ static void test_sizes_async(void **s)
 static void test_random_sizes(void **s)
 {
     (void)s;
-    for (int i = 0; i < 24; i++) {
-        size_t n = (size_t)1 << t_rand_range(0, 24);
+    for (int i = 0; i < (quick() ? 6 : 24); i++) {
+        size_t n = (size_t)1 << t_rand_range(0, quick() ? 16 : 24);
         n += t_rand_range(0, n);
         roundtrip(n, (enum hmem)t_rand_range(0, 2), (int)t_rand_range(0, 1), t_rand_range(0, 1) ? S : NULL);
     }
@@ -132,6 +140,8 @@ static void test_random_sizes(void **s)
 static void test_64mib(void **s)
 {
     (void)s;
+    if (quick())
+        skip();
     size_t n = (64u << 20) + 4097;
     roundtrip(n, H_PAGEABLE, 0, NULL);
     roundtrip(n, H_PAGEABLE, 1, S);
@@ -253,7 +263,7 @@ static void copy2d_once(enum hmem k, int variant)
 static void test_2d(void **s)
 {
     (void)s;
-    for (int i = 0; i < 12; i++)
+    for (int i = 0; i < (quick() ? 4 : 12); i++)
         copy2d_once((enum hmem)(i % 3), i % 4);
 }
 
@@ -302,7 +312,7 @@ static void copy3d_once(enum hmem k, int async)
 static void test_3d(void **s)
 {
     (void)s;
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < (quick() ? 4 : 8); i++)
         copy3d_once((enum hmem)(i % 3), i & 1);
 }
 
