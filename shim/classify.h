@@ -10,4 +10,8 @@
  * pinned memory from pinfast's), then from the driver. */
 enum pf_mem pf_classify(uintptr_t p);
 
+/* The same without this thread's cache of earlier answers: for decisions
+ * that must not rest on a region-wide answer. */
+enum pf_mem pf_classify_uncached(uintptr_t p);
+
 #endif

@@ -7,6 +7,7 @@
  * run is "fenced" by an event recorded after it; it is reused only once the
  * event has completed. */
 #include "engine.h"
+#include "classify.h"
 #include "clock.h"
 #include "driver.h"
 #include "hostmap.h"
@@ -330,7 +331,8 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
  * copy the driver would reject reaches the driver and gets its own error. */
 static int stageable(const struct pf_xfer *x) {
     const struct pf_options *o = pf_options();
-    if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host)
+    if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
+        pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
         return 0;
     CUstreamCaptureStatus cs;
     if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||

@@ -11,6 +11,10 @@ static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct pf_range *ranges;
 static size_t count, cap;
 static size_t live; /* read without the lock: skip it all while empty */
+static unsigned generation;
+
+unsigned pf_hostmap_generation(void) { return __atomic_load_n(&generation, __ATOMIC_ACQUIRE); }
+void pf_hostmap_touch(void) { __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); }
 
 /* First index whose base is > p. */
 static size_t upper(uintptr_t p) {
@@ -47,12 +51,15 @@ void pf_hostmap_add(const void *base, size_t size, enum pf_mem kind, unsigned fl
         count++;
     }
     __atomic_store_n(&live, count, __ATOMIC_RELEASE);
+    pf_hostmap_touch();
     pthread_rwlock_unlock(&lock);
 }
 
 int pf_hostmap_remove(const void *base, struct pf_range *out) {
-    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
+    if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE)) {
+        pf_hostmap_touch(); /* a device free: see pf_hostmap_generation */
         return 0;
+    }
     uintptr_t b = (uintptr_t)base;
     int found = 0;
     pthread_rwlock_wrlock(&lock);
@@ -65,11 +72,14 @@ int pf_hostmap_remove(const void *base, struct pf_range *out) {
         found = 1;
     }
     __atomic_store_n(&live, count, __ATOMIC_RELEASE);
+    pf_hostmap_touch();
     pthread_rwlock_unlock(&lock);
     return found;
 }
 
 int pf_hostmap_find(const void *p, struct pf_range *out) {
+    out->base = 0;
+    out->end = UINTPTR_MAX;
     if (!__atomic_load_n(&live, __ATOMIC_ACQUIRE))
         return 0;
     uintptr_t a = (uintptr_t)p;
@@ -79,6 +89,9 @@ int pf_hostmap_find(const void *p, struct pf_range *out) {
     if (i > 0 && a < ranges[i - 1].end) {
         *out = ranges[i - 1];
         found = 1;
+    } else {
+        out->base = i > 0 ? ranges[i - 1].end : 0;
+        out->end = i < count ? ranges[i].base : UINTPTR_MAX;
     }
     pthread_rwlock_unlock(&lock);
     return found;

@@ -29,8 +29,14 @@ void pf_hostmap_add(const void *base, size_t size, enum pf_mem kind, unsigned fl
 /* Forgets the range starting at base; returns 1 if there was one, filling *out. */
 int pf_hostmap_remove(const void *base, struct pf_range *out);
 
-/* The range containing p; returns 0 when p is in none. */
+/* The range containing p, returning 1; or returns 0 with out->base and
+ * out->end set to the gap around p that holds no range. */
 int pf_hostmap_find(const void *p, struct pf_range *out);
+
+/* Changes whenever the map does, and whenever device memory is freed: what
+ * was learnt of an address before may no longer hold. */
+unsigned pf_hostmap_generation(void);
+void pf_hostmap_touch(void);
 
 /* Held across fork() so the child never inherits a half-changed map. */
 void pf_hostmap_fork_prepare(void);
