@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-enum pf_copy_kind { PF_COPY_MEMCPY, PF_COPY_STREAM };
+enum pf_copy_kind { PF_COPY_MEMCPY, PF_COPY_STREAM, PF_COPY_AUTO };
 
 /* memcpy, or with non-temporal (streaming) stores, which write around the
  * caches: a slot the DMA engine reads next need not be snooped out of a

@@ -24,7 +24,7 @@ struct option {
 
 static const char *const stats_names[] = {"off", "text", "json", NULL};
 static const char *const log_names[] = {"error", "warning", "info", "debug", NULL};
-static const char *const copy_names[] = {"memcpy", "stream", NULL};
+static const char *const copy_names[] = {"memcpy", "stream", "auto", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * KiB)
@@ -55,10 +55,10 @@ static const struct option table[] = {
      "pinned staging memory per CUDA context; 0 disables staging"},
     {"PINFAST_POOL", K_SIZE, F(pool_idle), "1G", 0, 1LL << 40, NULL,
      "freed pinned memory kept for reuse by later allocations; 0: no cache"},
-    {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "stream", 0, 0, copy_names,
-     "how workers fill slots: memcpy, or stream (non-temporal stores)"},
+    {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "auto", 0, 0, copy_names,
+     "how workers fill slots: memcpy, stream (non-temporal stores), auto (stream below 64M)"},
     {"PINFAST_COPY_D2H", K_ENUM, F(copy_d2h), "memcpy", 0, 0, copy_names,
-     "how workers empty slots into the program's memory: memcpy or stream"},
+     "how workers empty slots into the program's memory: memcpy, stream or auto"},
 };
 
 static struct pf_options opts;
