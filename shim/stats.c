@@ -104,6 +104,14 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
     o->len += (size_t)n;
 }
 
+/* Copies still in flight on other threads at exit keep counting. */
+static struct cell snap(const struct cell *c) {
+    return (struct cell){__atomic_load_n(&c->calls, __ATOMIC_RELAXED),
+                         __atomic_load_n(&c->errors, __ATOMIC_RELAXED),
+                         __atomic_load_n(&c->bytes, __ATOMIC_RELAXED),
+                         __atomic_load_n(&c->ns, __ATOMIC_RELAXED)};
+}
+
 static double gbps(const struct cell *c) { return c->ns ? (double)c->bytes / (double)c->ns : 0.0; }
 
 static double per_gib(double seconds, unsigned long long bytes) {
@@ -118,7 +126,7 @@ static void report_json(struct out *o, double wall) {
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
-                    const struct cell *c = &copies[a][d][m][p];
+                    const struct cell s_ = snap(&copies[a][d][m][p]), *c = &s_;
                     if (!c->calls)
                         continue;
                     put(o,
@@ -132,7 +140,7 @@ static void report_json(struct out *o, double wall) {
     put(o, "\n],\n\"allocations\":[");
     sep = "\n";
     for (int a = 0; a < PF_ALLOC_API_COUNT; a++) {
-        const struct cell *c = &allocs[a];
+        const struct cell s_ = snap(&allocs[a]), *c = &s_;
         if (!c->calls)
             continue;
         put(o, "%s{\"api\":\"%s\",\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f}",
@@ -164,7 +172,7 @@ static void report_text(struct out *o, double wall) {
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
-                    const struct cell *c = &copies[a][d][m][p];
+                    const struct cell s_ = snap(&copies[a][d][m][p]), *c = &s_;
                     if (c->calls)
                         put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %9.2f\n",
                             copy_names[a], dir_names[d], mem_names[m], path_names[p],
@@ -172,7 +180,7 @@ static void report_text(struct out *o, double wall) {
                             (unsigned long long)c->bytes, (double)c->ns * 1e-9, gbps(c));
                 }
     for (int a = 0; a < PF_ALLOC_API_COUNT; a++) {
-        const struct cell *c = &allocs[a];
+        const struct cell s_ = snap(&allocs[a]), *c = &s_;
         if (c->calls)
             put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f\n", alloc_names[a],
                 "-", "-", "-", (unsigned long long)c->calls, (unsigned long long)c->errors,
