@@ -18,11 +18,4 @@ static inline int pf_enter(void) {
     return 1;
 }
 
-/* The real function behind a wrapper's symbol, typed like `proto`. */
-#define PF_REAL_AS(sym, proto) ((__typeof__(&proto))pf_real_table[sym])
-
-/* Calls it, or answers CUDA_ERROR_NOT_FOUND when the driver lacks it. */
-#define PF_PASS(sym, proto, ...)                                               \
-    (pf_real_table[sym] ? PF_REAL_AS(sym, proto)(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
-
 #endif

@@ -61,4 +61,8 @@ int pf_driver_load(void) {
     return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
 }
 
-const char *pf_symbol_name(int sym) { return names[sym]; }
+int pf_current_context(CUcontext *ctx, unsigned long long *id) {
+    *ctx = NULL;
+    return PF_CALL(cuCtxGetCurrent, ctx) == CUDA_SUCCESS && *ctx &&
+           PF_CALL(cuCtxGetId, *ctx, id) == CUDA_SUCCESS;
+}

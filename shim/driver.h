@@ -16,14 +16,18 @@ extern void *pf_real_table[PF_NSYMBOLS];
 /* Resolves the table once; returns 0 when no driver could be found. */
 int pf_driver_load(void);
 
-/* Typed pointer to the real function of a driver symbol. */
-#define PF_REAL(name) ((__typeof__(&name))pf_real_table[PF_S_##name])
+/* Calls the real function of symbol `sym`, typed like the function `proto`
+ * (the legacy form of a per-thread-stream symbol, say); answers
+ * CUDA_ERROR_NOT_FOUND when the driver lacks it. */
+#define PF_PASS(sym, proto, ...)                                               \
+    (pf_real_table[sym] ? ((__typeof__(&proto))pf_real_table[sym])(__VA_ARGS__) \
+                        : CUDA_ERROR_NOT_FOUND)
 
-/* Calls the real function; CUDA_ERROR_NOT_FOUND when the driver lacks it. */
-#define PF_CALL(name, ...)                                                     \
-    (PF_REAL(name) ? PF_REAL(name)(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
+/* Calls the real function of a driver symbol by name. */
+#define PF_CALL(name, ...) PF_PASS(PF_S_##name, name, __VA_ARGS__)
 
-/* Exported name of a symbol, for messages. */
-const char *pf_symbol_name(int sym);
+/* The calling thread's context and its unique id (never reused, unlike the
+ * handle); 0 when there is none. */
+int pf_current_context(CUcontext *ctx, unsigned long long *id);
 
 #endif

@@ -1,11 +1,11 @@
 /* One caller thread drives each staged copy: it cuts the copy into chunks,
  * one pinned slot each, hands the host side of every chunk to the workers as
- * a few tasks, and issues each chunk's DMA on the caller's own stream, in
- * order.  Issuing from the caller's thread keeps the copy ordered in its
- * stream exactly as the plain call (the per-thread default stream included),
- * and keeps the workers free of any CUDA state.  A slot whose DMA may still
- * run is "fenced" by an event recorded after it; it is reused only once the
- * event has completed. */
+ * a few tasks, and issues each chunk's DMA on the caller's own stream.
+ * Issuing from the caller's thread keeps the copy ordered in its stream
+ * exactly as the plain call (the per-thread default stream included), and
+ * keeps the workers free of any CUDA state.  A slot whose DMA may still run is
+ * "fenced" by an event recorded after it; it is reused only once the event
+ * has completed.  See docs/design.md. */
 #include "engine.h"
 #include "classify.h"
 #include "clock.h"
@@ -50,7 +50,8 @@ static unsigned long long staged_copies, staged_bytes, pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
 
-/* Builds a context's slots; NULL (and the copy passes through) on failure. */
+/* Builds a context's slots.  A context that could get none is kept too,
+ * with no slot, so that its copies pass through without asking again. */
 static struct context *create(unsigned long long id) {
     const struct pf_options *o = pf_options();
     size_t size = o->chunk < o->staging ? o->chunk : o->staging;
@@ -58,39 +59,34 @@ static struct context *create(unsigned long long id) {
     if (n > MAX_SLOTS)
         n = MAX_SLOTS;
     struct context *c = calloc(1, sizeof *c);
-    if (!c || !n) {
-        free(c);
+    if (!c)
         return NULL;
-    }
+    c->id = id;
+    c->slot_size = size;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->freed, NULL);
     void *block = NULL;
     /* portable: any context may copy from it; halve until the driver agrees */
     while (n && PF_CALL(cuMemHostAlloc, &block, n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
         n /= 2;
-    if (!n) {
-        pf_msg_once(warned_pinned, PF_WARNING,
-                    "could not pin %zu bytes of staging memory; pageable copies pass through",
-                    size);
-        free(c);
-        return NULL;
-    }
     int k = 0;
     for (; k < (int)n; k++) {
         c->slots[k].mem = (char *)block + (size_t)k * size;
         if (PF_CALL(cuEventCreate, &c->slots[k].ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
             break;
     }
-    if (!k) {
+    if (n && !k)
         PF_CALL(cuMemFreeHost, block);
-        free(c);
-        return NULL;
+    if (!k) {
+        if (o->staging)
+            pf_msg_once(warned_pinned, PF_WARNING,
+                        "could not pin %zu bytes of staging memory; pageable copies pass through",
+                        size);
+        return c;
     }
     pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
     __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
-    c->id = id;
     c->nslots = k;
-    c->slot_size = size;
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->freed, NULL);
     pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", id, k, size >> 10);
     return c;
 }
@@ -98,10 +94,9 @@ static struct context *create(unsigned long long id) {
 /* The current context's state, created on first use.  Context ids are never
  * reused, so a destroyed context's state is simply never found again. */
 static struct context *current(void) {
-    CUcontext ctx = NULL;
+    CUcontext ctx;
     unsigned long long id;
-    if (PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx ||
-        PF_CALL(cuCtxGetId, ctx, &id) != CUDA_SUCCESS)
+    if (!pf_current_context(&ctx, &id))
         return NULL;
     int n = __atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
@@ -351,7 +346,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (!stageable(x))
         return 0;
     struct context *c = current();
-    if (!c)
+    if (!c || !c->nslots)
         return 0;
     int workers = pf_workers_start();
     pf_workers_active(1);

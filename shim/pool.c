@@ -32,11 +32,6 @@ static struct block *blocks;           /* by address */
 static struct block *oldest, *newest;  /* idle list */
 static struct pf_pool_stats stats;
 
-static int current(CUcontext *ctx, unsigned long long *id) {
-    return PF_CALL(cuCtxGetCurrent, ctx) == CUDA_SUCCESS && *ctx &&
-           PF_CALL(cuCtxGetId, *ctx, id) == CUDA_SUCCESS;
-}
-
 static void unlink_idle(struct block *b) {
     *(b->prev ? &b->prev->next : &oldest) = b->next;
     *(b->next ? &b->next->prev : &newest) = b->prev;
@@ -48,7 +43,7 @@ static void unlink_idle(struct block *b) {
 void *pf_pool_take(int api, size_t size, unsigned flags) {
     CUcontext ctx;
     unsigned long long id;
-    if (!pf_options()->pool_idle || !current(&ctx, &id))
+    if (!pf_options()->pool_idle || !pf_current_context(&ctx, &id))
         return NULL;
     pthread_mutex_lock(&lock);
     struct block *b = newest;
@@ -69,7 +64,7 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     struct block *b;
     if (!pf_options()->pool_idle || !(b = calloc(1, sizeof *b)))
         return; /* an untracked block is freed by the driver, as without pinfast */
-    if (!current(&b->ctx, &b->ctx_id)) {
+    if (!pf_current_context(&b->ctx, &b->ctx_id)) {
         free(b);
         return;
     }
@@ -105,7 +100,7 @@ int pf_pool_free(void *p, CUresult *result) {
     CUcontext ctx;
     unsigned long long id;
     uint64_t t0 = pf_now_ns();
-    int cache = current(&ctx, &id) && id == b->ctx_id &&
+    int cache = pf_current_context(&ctx, &id) && id == b->ctx_id &&
                 PF_CALL(cuCtxSynchronize) == CUDA_SUCCESS;
     uint64_t synced = pf_now_ns() - t0;
     struct block *trim = NULL;
