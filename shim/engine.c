@@ -21,7 +21,8 @@
 #define MAX_CONTEXTS 64
 #define MAX_SLOTS 256
 #define MAX_SPLIT 16           /* tasks per chunk */
-#define MIN_TASK (64u << 10)   /* smaller host copies cost more to hand out than to do */
+#define MIN_TASK (32u << 10)   /* smaller host copies cost more to hand out than to do */
+#define SPLIT 8                /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
 #define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
 #define AUTO_STREAM_BELOW (64u << 20)
@@ -160,7 +161,6 @@ static void release(struct context *c, struct held *h, int n) {
 struct plan {
     const struct pf_xfer *x;
     size_t chunk;          /* the largest chunk: a slot */
-    size_t task;
     size_t ramp;           /* the next chunk's size, doubling up to chunk */
     size_t next;           /* offset of the next chunk */
     enum pf_copy_kind kind;
@@ -181,18 +181,32 @@ static void take_chunk(struct plan *p, struct held *h) {
         p->ramp = p->ramp * 2 < p->chunk ? p->ramp * 2 : p->chunk;
 }
 
+/* Tasks of a chunk: several, so that the first (small) chunks are ready
+ * soon, none so small that handing it out costs more than doing it. */
+static size_t task_size(size_t len) {
+    size_t task = (len / SPLIT + 4095) & ~(size_t)4095;
+    if (task > MAX_TASK)
+        task = MAX_TASK;
+    if (task < MIN_TASK)
+        task = MIN_TASK;
+    if (task < (len + MAX_SPLIT - 1) / MAX_SPLIT)
+        task = (len + MAX_SPLIT - 1) / MAX_SPLIT;
+    return task;
+}
+
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct plan *p, struct held *h) {
     char *user = (char *)p->x->host + h->off;
     int h2d = p->x->dir == PF_DIR_H2D;
+    size_t task = task_size(h->len);
     h->phase = COPYING;
     h->ntasks = 0;
-    for (size_t done = 0; done < h->len; done += p->task) {
+    for (size_t done = 0; done < h->len; done += task) {
         struct pf_task *t = &h->tasks[h->ntasks++];
         t->dst = h2d ? h->s->mem + done : user + done;
         t->src = h2d ? (const void *)(user + done) : h->s->mem + done;
-        t->len = h->len - done < p->task ? h->len - done : p->task;
+        t->len = h->len - done < task ? h->len - done : task;
         t->kind = p->kind;
     }
     pf_task_submit(h->tasks, h->ntasks);
@@ -379,17 +393,6 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     uint64_t t2 = pf_now_ns();
     struct held h[MAX_SLOTS / 2 + 1];
     int nh = acquire(c, h, want);
-    /* tasks small enough that the first chunk is ready soon and a small
-     * copy keeps every worker busy, none so small that handing it out costs
-     * more than doing it */
-    size_t task = (x->bytes / (size_t)(workers + 1) + 4095) & ~(size_t)4095;
-    if (task > MAX_TASK)
-        task = MAX_TASK;
-    if (task < MIN_TASK)
-        task = MIN_TASK;
-    if (task < (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT)
-        task = (p.chunk + MAX_SPLIT - 1) / MAX_SPLIT;
-    p.task = task;
     uint64_t t3 = pf_now_ns();
     *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
     release(c, h, nh);
@@ -399,11 +402,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (pf_log_level() >= PF_DEBUG) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
-               "staged %s %zu B: %d chunks, %d tasks of %zu B (%d by the caller), %d slots; "
+               "staged %s %zu B: %d chunks, %d tasks (%d by the caller), %d slots; "
                "us: checks %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; "
                "result %d",
-               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.ntasks, p.task,
-               p.helped, nh, (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.ntasks, p.helped, nh,
+               (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
                p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
                p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
     }
