@@ -54,6 +54,25 @@ static void expect(const void *p, size_t n, uint64_t salt, const char *what)
 
 static size_t big(void) { return t_rand_range(4 << 20, 12 << 20); }
 
+/* a copy's destination, in pinned or pageable memory */
+static unsigned char *dest_alloc(size_t n, int pinned)
+{
+    unsigned char *o;
+    if (pinned)
+        CK(D.MemHostAlloc((void **)&o, n, 0));
+    else
+        o = malloc(n);
+    return o;
+}
+
+static void dest_free(unsigned char *o, int pinned)
+{
+    if (pinned)
+        CK(D.MemFreeHost(o));
+    else
+        free(o);
+}
+
 /* D2H followed by a host function reading the destination, same stream */
 static void test_d2h_then_hostfn(void **s)
 {
@@ -62,11 +81,7 @@ static void test_d2h_then_hostfn(void **s)
     for (int k = 0; k < 3; k++)
         for (int pinned = 0; pinned < 2; pinned++) {
             size_t n = big();
-            unsigned char *h = malloc(n), *o;
-            if (pinned)
-                CK(D.MemHostAlloc((void **)&o, n, 0));
-            else
-                o = malloc(n);
+            unsigned char *h = malloc(n), *o = dest_alloc(n, pinned);
             CUdeviceptr d;
             CK(D.MemAlloc(&d, n));
             uint64_t salt = t_rand();
@@ -83,10 +98,7 @@ static void test_d2h_then_hostfn(void **s)
                          pinned ? "pinned" : "pageable", k);
             CK(D.MemFree(d));
             free(h);
-            if (pinned)
-                CK(D.MemFreeHost(o));
-            else
-                free(o);
+            dest_free(o, pinned);
         }
 }
 
@@ -165,11 +177,7 @@ static void test_cross_stream_event(void **s)
     (void)s;
     for (int pinned = 0; pinned < 2; pinned++) {
         size_t n = big();
-        unsigned char *h = malloc(n), *o;
-        if (pinned)
-            CK(D.MemHostAlloc((void **)&o, n, 0));
-        else
-            o = malloc(n);
+        unsigned char *h = malloc(n), *o = dest_alloc(n, pinned);
         CUdeviceptr d;
         CK(D.MemAlloc(&d, n));
         CUevent e;
@@ -189,10 +197,7 @@ static void test_cross_stream_event(void **s)
         CK(D.EventDestroy(e));
         CK(D.MemFree(d));
         free(h);
-        if (pinned)
-            CK(D.MemFreeHost(o));
-        else
-            free(o);
+        dest_free(o, pinned);
     }
 }
 

@@ -1,6 +1,7 @@
 """Shared bits of the Python workloads: the same one-line JSON report as the
 CUDA workloads (cuda/common.cuh), timing, and a clean skip when a module is
 missing (the harness records the skip instead of a failure)."""
+import argparse
 import json
 import statistics
 import sys
@@ -38,6 +39,15 @@ def time_reps(warmup, reps, op, sync):
     return out
 
 
+def copy_args():
+    """The command line of the copy workloads: --bytes (1G), --reps (3), --pinned."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bytes", default="1G", type=parse_size)
+    ap.add_argument("--reps", default=3, type=int)
+    ap.add_argument("--pinned", action="store_true")
+    return ap.parse_args()
+
+
 class Report:
     def __init__(self, workload, pinned, params):
         self.doc = {"workload": workload, "mode": "pinned" if pinned else "pageable",
@@ -54,6 +64,17 @@ class Report:
             m.update(unit=unit, items=items, rate=items / med)
         m.update(extra)
         self.doc["measurements"].append(m)
+
+    def time_copy(self, name, direction, nbytes, reps, op, sync):
+        """Times op() with time_reps (one warm-up), adds the measurement and
+        returns what the last op() returned, for the caller to check. Only
+        that one result is kept alive, not one per rep."""
+        last = {}
+
+        def run():
+            last["result"] = op()
+        self.add(name, direction, nbytes, time_reps(1, reps, run, sync))
+        return last["result"]
 
     def print(self):
         print(json.dumps(self.doc), flush=True)

@@ -3,9 +3,7 @@
 so first-touch page faults are part of what is measured, as in real code.
 --pinned: the source is x.pin_memory() and the readback goes into a pinned
 tensor with copy_() (the by-hand fix a user would write)."""
-import argparse
-
-from pyworkload import Report, mismatch, parse_size, skip, time_reps
+from pyworkload import Report, copy_args, mismatch, skip
 
 try:
     import torch
@@ -14,11 +12,7 @@ except ImportError:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bytes", default="1G", type=parse_size)
-    ap.add_argument("--reps", default=3, type=int)
-    ap.add_argument("--pinned", action="store_true")
-    a = ap.parse_args()
+    a = copy_args()
     if not torch.cuda.is_available():
         skip("torch_copy", "torch has no CUDA device")
 
@@ -29,24 +23,20 @@ def main():
     sync = torch.cuda.synchronize
     rep = Report("torch_copy", a.pinned, {"bytes": a.bytes, "reps": a.reps, "torch": torch.__version__})
 
-    holder = {}
-    t = time_reps(1, a.reps, lambda: holder.update(y=x.to("cuda")), sync)
-    y = holder["y"]
+    y = rep.time_copy("to_cuda", "H2D", a.bytes, a.reps, lambda: x.to("cuda"), sync)
     # Check on the device: a sum and a strided sample (the sample's own copy
     # is tiny and goes through the same path as everything else).
     if y.sum(dtype=torch.int64).item() != x.sum(dtype=torch.int64).item() or \
             not torch.equal(y[::4099].cpu(), x[::4099]):
         mismatch("torch_copy: x.to('cuda') differs from x")
-    rep.add("to_cuda", "H2D", a.bytes, t)
 
     if a.pinned:
         out = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
-        t = time_reps(1, a.reps, lambda: holder.update(z=out.copy_(y)), sync)
+        z = rep.time_copy("cpu", "D2H", a.bytes, a.reps, lambda: out.copy_(y), sync)
     else:
-        t = time_reps(1, a.reps, lambda: holder.update(z=y.cpu()), sync)
-    if not torch.equal(holder["z"], x):
+        z = rep.time_copy("cpu", "D2H", a.bytes, a.reps, lambda: y.cpu(), sync)
+    if not torch.equal(z, x):
         mismatch("torch_copy: y.cpu() differs from x")
-    rep.add("cpu", "D2H", a.bytes, t)
     rep.print()
 
 

@@ -200,30 +200,28 @@ static const struct { CUresult r; const char *name, *str; } errors[] = {
       "operation not permitted when stream is capturing" },
 };
 
-FAKE_API CUresult cuGetErrorString(CUresult error, const char **pStr)
+/* the name (want_name) or the description of an error, NULL for one we do not know */
+static CUresult error_text(CUresult error, const char **pStr, int want_name)
 {
-    FAKE_ENTER();
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].r == error) {
-            *pStr = errors[i].str;
+            *pStr = want_name ? errors[i].name : errors[i].str;
             return CUDA_SUCCESS;
         }
     *pStr = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+FAKE_API CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    FAKE_ENTER();
+    return error_text(error, pStr, 0);
+}
+
 FAKE_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
     FAKE_ENTER();
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].r == error) {
-            *pStr = errors[i].name;
-            return CUDA_SUCCESS;
-        }
-    *pStr = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    return error_text(error, pStr, 1);
 }

@@ -100,6 +100,40 @@ static int take_locked(uintptr_t base, unsigned kind_mask, struct alloc *out)
     return 0;
 }
 
+/* records a, or frees its backing when the table cannot grow */
+static CUresult insert_or_free(struct alloc a)
+{
+    pthread_mutex_lock(&mem_lock);
+    int rc = insert_locked(a);
+    pthread_mutex_unlock(&mem_lock);
+    if (rc) {
+        free(a.host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* the frees are synchronous, like the real ones: find the entry starting at
+ * base with one of the kinds in kind_mask, wait for the work queued in its
+ * context (sync_all: in every context), then copy it out and remove it.  The
+ * backing is the caller's to free. */
+static int take_synced(uintptr_t base, unsigned kind_mask, int sync_all, struct alloc *out)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(base);
+    int ok = i >= 0 && tab[i].base == base && ((1u << tab[i].kind) & kind_mask);
+    if (ok)
+        *out = tab[i];
+    pthread_mutex_unlock(&mem_lock);
+    if (!ok)
+        return -1;
+    fake_ctx_sync(sync_all ? NULL : out->ctx);
+    pthread_mutex_lock(&mem_lock);
+    ok = take_locked(base, kind_mask, out) == 0;    /* not freed concurrently */
+    pthread_mutex_unlock(&mem_lock);
+    return ok ? 0 : -1;
+}
+
 CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
                             void **host, enum fake_mem_kind *kind)
 {
@@ -149,15 +183,10 @@ static CUresult dev_alloc(CUdeviceptr *dptr, size_t size, struct fake_ctx *c, en
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct alloc a = { .size = size, .kind = kind, .host = host, .ctx = c };
     a.base = kind == MEM_DEVICE ? (uintptr_t)host + FAKE_DEV_BIAS : (uintptr_t)host;
-    pthread_mutex_lock(&mem_lock);
-    int rc = insert_locked(a);
-    pthread_mutex_unlock(&mem_lock);
-    if (rc) {
-        free(host);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *dptr = a.base;
-    return CUDA_SUCCESS;
+    CUresult r = insert_or_free(a);
+    if (!r)
+        *dptr = a.base;
+    return r;
 }
 
 FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -192,22 +221,8 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     if (dptr == 0)
         return CUDA_SUCCESS;
     struct alloc a;
-    pthread_mutex_lock(&mem_lock);
-    long i = find_locked(dptr);
-    int ok = i >= 0 && tab[i].base == dptr &&
-             (tab[i].kind == MEM_DEVICE || tab[i].kind == MEM_MANAGED);
-    if (ok)
-        a = tab[i];
-    pthread_mutex_unlock(&mem_lock);
-    if (!ok)
+    if (take_synced(dptr, 1u << MEM_DEVICE | 1u << MEM_MANAGED, 0, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    /* cuMemFree is synchronous: queued work may still use the memory */
-    fake_ctx_sync(a.ctx);
-    pthread_mutex_lock(&mem_lock);
-    ok = take_locked(dptr, 1u << MEM_DEVICE | 1u << MEM_MANAGED, &a) == 0;
-    pthread_mutex_unlock(&mem_lock);
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;   /* freed concurrently */
     free(a.host);
     return CUDA_SUCCESS;
 }
@@ -306,15 +321,10 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct alloc a = { .base = (uintptr_t)host, .size = size, .kind = MEM_PINNED,
                        .host = host, .ctx = c, .flags = flags };
-    pthread_mutex_lock(&mem_lock);
-    int rc = insert_locked(a);
-    pthread_mutex_unlock(&mem_lock);
-    if (rc) {
-        free(host);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    *pp = host;
-    return CUDA_SUCCESS;
+    r = insert_or_free(a);
+    if (!r)
+        *pp = host;
+    return r;
 }
 
 /* FAKECUDA_FAIL_HOSTALLOC=<bytes>: cuMemHostAlloc of at least that many bytes
@@ -347,17 +357,7 @@ FAKE_API CUresult cuMemFreeHost(void *p)
     FAKE_ENTER();
     FAKE_CHECK_INIT();
     struct alloc a;
-    pthread_mutex_lock(&mem_lock);
-    long i = find_locked((uintptr_t)p);
-    int ok = p && i >= 0 && tab[i].base == (uintptr_t)p && tab[i].kind == MEM_PINNED;
-    pthread_mutex_unlock(&mem_lock);
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;
-    fake_ctx_sync(NULL);      /* synchronous, like the real one */
-    pthread_mutex_lock(&mem_lock);
-    ok = take_locked((uintptr_t)p, 1u << MEM_PINNED, &a) == 0;
-    pthread_mutex_unlock(&mem_lock);
-    if (!ok)
+    if (!p || take_synced((uintptr_t)p, 1u << MEM_PINNED, 1, &a))
         return CUDA_ERROR_INVALID_VALUE;
     free(a.host);
     return CUDA_SUCCESS;
@@ -393,18 +393,9 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
         return r;
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&mem_lock);
-    long i = find_locked((uintptr_t)p);
-    int ok = i >= 0 && tab[i].base == (uintptr_t)p && tab[i].kind == MEM_REGISTERED;
-    pthread_mutex_unlock(&mem_lock);
-    if (!ok)
-        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-    fake_ctx_sync(NULL);
     struct alloc a;
-    pthread_mutex_lock(&mem_lock);
-    ok = take_locked((uintptr_t)p, 1u << MEM_REGISTERED, &a) == 0;
-    pthread_mutex_unlock(&mem_lock);
-    return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return take_synced((uintptr_t)p, 1u << MEM_REGISTERED, 1, &a)
+           ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
 }
 
 /* look up a host pointer inside a pinned or registered range */

@@ -102,6 +102,16 @@ static void stream_unref_locked(struct fake_stream *s)
     free(s);
 }
 
+/* waits until s has run its op seq; the reference keeps s alive should it be
+ * destroyed meanwhile */
+static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq)
+{
+    s->refs++;
+    while (s->completed < seq)
+        pthread_cond_wait(&fake_cv, &fake_lock);
+    stream_unref_locked(s);
+}
+
 static void event_unref_locked(struct fake_event *e)
 {
     if (--e->refs > 0)
@@ -370,11 +380,7 @@ again:
     for (struct fake_stream *s = g_streams; s; s = s->next) {
         if ((c && s->ctx != c) || s->completed >= s->enqueued)
             continue;
-        uint64_t target = s->enqueued;
-        s->refs++;
-        while (s->completed < target)
-            pthread_cond_wait(&fake_cv, &fake_lock);
-        stream_unref_locked(s);
+        stream_wait_seq_locked(s, s->enqueued);
         goto again;                        /* the list may have changed */
     }
     pthread_mutex_unlock(&fake_lock);
@@ -487,24 +493,40 @@ static struct fake_event *find_event_locked(CUevent h)
     return NULL;
 }
 
+/* The start shared by the calls that queue an op about an event: resolve the
+ * stream, check flags against the allowed ones, allocate an op of kind, find
+ * the event.  On success it returns with fake_lock held, so the caller can use
+ * *e before it is destroyed; on failure nothing is held or allocated. */
+static CUresult event_op_begin(CUstream h, int pt, unsigned flags, unsigned allowed,
+                               enum fake_op_kind kind, CUevent ev, struct fake_stream **s,
+                               struct fake_op **op, struct fake_event **e)
+{
+    CUresult r = fake_stream_get(h, pt, s);
+    if (r)
+        return r;
+    if (flags & ~allowed)
+        return CUDA_ERROR_INVALID_VALUE;
+    *op = fake_op_new(kind);
+    if (!*op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&fake_lock);
+    *e = find_event_locked(ev);
+    if (!*e) {
+        pthread_mutex_unlock(&fake_lock);
+        fake_op_free(*op);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned flags, int pt)
 {
     struct fake_stream *s;
-    CUresult r = fake_stream_get(h, pt, &s);
+    struct fake_op *op;
+    struct fake_event *e;
+    CUresult r = event_op_begin(h, pt, flags, CU_EVENT_WAIT_EXTERNAL, OP_NOOP, ev, &s, &op, &e);
     if (r)
         return r;
-    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fake_op *op = fake_op_new(OP_NOOP);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&fake_lock);
-    struct fake_event *e = find_event_locked(ev);
-    if (!e) {
-        pthread_mutex_unlock(&fake_lock);
-        fake_op_free(op);
-        return CUDA_ERROR_INVALID_HANDLE;
-    }
     /* an event never recorded is complete: nothing to wait for.  Inside a
      * capture, cross-stream event edges are not modelled (documented). */
     int wait = e->s && e->seq && !s->capture;
@@ -589,23 +611,18 @@ FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 static CUresult event_record(CUevent ev, CUstream h, unsigned flags, int pt)
 {
     struct fake_stream *s;
-    CUresult r = fake_stream_get(h, pt, &s);
+    struct fake_op *op;
+    struct fake_event *e;
+    CUresult r = event_op_begin(h, pt, flags, CU_EVENT_RECORD_EXTERNAL, OP_EVENT, ev, &s, &op, &e);
     if (r)
         return r;
-    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct fake_op *op = fake_op_new(OP_EVENT);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&fake_lock);
-    struct fake_event *e = find_event_locked(ev);
     int capturing = s->capture != NULL;
-    if (e && !capturing)
+    if (!capturing)
         e->refs++;                     /* held by the op */
     pthread_mutex_unlock(&fake_lock);
-    if (!e || capturing) {             /* event nodes in graphs are not modelled */
+    if (capturing) {                   /* event nodes in graphs are not modelled */
         fake_op_free(op);
-        return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+        return CUDA_SUCCESS;
     }
     op->ev = e;
     fake_enqueue(s, op, NULL);
@@ -658,14 +675,8 @@ FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (e->s) {
-        struct fake_stream *s = e->s;
-        uint64_t seq = e->seq;
-        s->refs++;
-        while (s->completed < seq)
-            pthread_cond_wait(&fake_cv, &fake_lock);
-        stream_unref_locked(s);
-    }
+    if (e->s)
+        stream_wait_seq_locked(e->s, e->seq);
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }

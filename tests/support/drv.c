@@ -11,7 +11,8 @@ const struct drv_entry drv_entries[] = {
     DRV_LIST(X)
 #undef X
 };
-const int drv_nentries = sizeof drv_entries / sizeof drv_entries[0];
+#define NENTRIES (sizeof drv_entries / sizeof drv_entries[0])
+const int drv_nentries = NENTRIES;
 
 void *drv_libcuda(void)
 {
@@ -26,6 +27,15 @@ void *drv_libcuda(void)
 const char *drv_path_name(enum drv_path p)
 {
     return p == DRV_GPA ? "gpa" : p == DRV_DIRECT ? "direct" : "dlsym";
+}
+
+/* sets d's entry points from p, which holds them in DRV_LIST order */
+static void set_entries(struct drv *d, void *const *p)
+{
+    int i = 0;
+#define X(f, base, ver, T, l, pt) d->f = (T)p[i++];
+    DRV_LIST(X)
+#undef X
 }
 
 static int load_gpa(struct drv *d, void *h)
@@ -52,38 +62,36 @@ static int load_gpa(struct drv *d, void *h)
         }
     }
     cuuint64_t flags = d->ptds ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+    void *p[NENTRIES] = { NULL };
     int bad = 0;
-#define X(f, base, ver, T, leg, pt)                                                   \
-    {                                                                                 \
-        void *p = NULL;                                                               \
-        CUresult r = gpa2 ? gpa2(#base, &p, ver, flags, &st) : gpa1(#base, &p, ver, flags); \
-        if (r || !p) {                                                                \
-            fprintf(stderr, "drv: cuGetProcAddress(%s, %d, %llu) = %d\n", #base, ver,   \
-                    (unsigned long long)flags, (int)r);                               \
-            bad = 1;                                                                  \
-        }                                                                             \
-        d->f = (T)p;                                                                  \
+    for (size_t i = 0; i < NENTRIES; i++) {
+        const struct drv_entry *e = &drv_entries[i];
+        CUresult r = gpa2 ? gpa2(e->base, &p[i], e->version, flags, &st)
+                          : gpa1(e->base, &p[i], e->version, flags);
+        if (r || !p[i]) {
+            fprintf(stderr, "drv: cuGetProcAddress(%s, %d, %llu) = %d\n", e->base, e->version,
+                    (unsigned long long)flags, (int)r);
+            bad = 1;
+        }
     }
-    DRV_LIST(X)
-#undef X
+    set_entries(d, p);
     return bad ? -1 : 0;
 }
 
 static int load_dlsym(struct drv *d, void *h)
 {
+    void *p[NENTRIES];
     int bad = 0;
     d->have_gpa_v2 = dlsym(h, "cuGetProcAddress_v2") != NULL;
-#define X(f, base, ver, T, leg, pt)                                          \
-    {                                                                        \
-        void *p = dlsym(h, d->ptds ? #pt : #leg);                            \
-        if (!p) {                                                            \
-            fprintf(stderr, "drv: dlsym(%s) failed\n", d->ptds ? #pt : #leg); \
-            bad = 1;                                                         \
-        }                                                                    \
-        d->f = (T)p;                                                         \
+    for (size_t i = 0; i < NENTRIES; i++) {
+        const char *name = d->ptds ? drv_entries[i].per_thread : drv_entries[i].legacy;
+        p[i] = dlsym(h, name);
+        if (!p[i]) {
+            fprintf(stderr, "drv: dlsym(%s) failed\n", name);
+            bad = 1;
+        }
     }
-    DRV_LIST(X)
-#undef X
+    set_entries(d, p);
     return bad ? -1 : 0;
 }
 
@@ -143,9 +151,6 @@ int drv_load_direct(struct drv *d, int ptds)
     int n = drv_load_direct_table(leg, pt, 256);
     if (n != drv_nentries || n > 256)
         return -1;
-    int i = 0;
-#define X(f, base, ver, T, l, p) d->f = (T)(ptds ? pt[i] : leg[i]); i++;
-    DRV_LIST(X)
-#undef X
+    set_entries(d, ptds ? pt : leg);
     return 0;
 }
