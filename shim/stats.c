@@ -16,8 +16,11 @@ struct cell {
     uint64_t calls, errors, bytes, ns;
 };
 
+#define BUCKETS 48 /* sizes by power of two: [2^k, 2^(k+1)); bucket 0 also holds 0 */
+
 static struct cell copies[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
 static struct cell allocs[PF_ALLOC_API_COUNT];
+static struct cell sizes[PF_DIR_COUNT][BUCKETS];
 static int used;
 static uint64_t start_ns;
 
@@ -39,9 +42,15 @@ static void add(struct cell *c, size_t bytes, uint64_t ns, int result) {
         __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
+static int bucket(size_t bytes) {
+    int k = bytes ? 63 - __builtin_clzll((unsigned long long)bytes) : 0;
+    return k < BUCKETS ? k : BUCKETS - 1;
+}
+
 void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
                    size_t bytes, uint64_t ns, int result) {
     add(&copies[api][dir][mem][path], bytes, ns, result);
+    add(&sizes[dir][bucket(bytes)], bytes, ns, result);
 }
 
 void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result) {
@@ -56,6 +65,7 @@ void pf_stats_touch(void) {
 void pf_stats_reset(void) {
     memset(copies, 0, sizeof copies);
     memset(allocs, 0, sizeof allocs);
+    memset(sizes, 0, sizeof sizes);
     used = 0;
     start_ns = pf_now_ns();
 }
@@ -118,6 +128,155 @@ static double per_gib(double seconds, unsigned long long bytes) {
     return bytes ? seconds / ((double)bytes / (1 << 30)) : 0.0;
 }
 
+static int is_sync(int a) {
+    return a == PF_API_MEMCPY || a == PF_API_HTOD || a == PF_API_DTOH || a == PF_API_DTOD ||
+           a == PF_API_PEER || a == PF_API_M2D || a == PF_API_M2D_UNALIGNED || a == PF_API_M3D;
+}
+
+/* Sum of the copy rows that `keep` selects. */
+static struct cell total(int (*keep)(int a, int d, int m, int p)) {
+    struct cell t = {0, 0, 0, 0};
+    for (int a = 0; a < PF_COPY_API_COUNT; a++)
+        for (int d = 0; d < PF_DIR_COUNT; d++)
+            for (int m = 0; m < PF_MEM_COUNT; m++)
+                for (int p = 0; p < PF_PATH_COUNT; p++)
+                    if (keep(a, d, m, p)) {
+                        struct cell c = snap(&copies[a][d][m][p]);
+                        t.calls += c.calls, t.errors += c.errors, t.bytes += c.bytes, t.ns += c.ns;
+                    }
+    return t;
+}
+
+static int any_copy(int a, int d, int m, int p) { return (void)a, (void)d, (void)m, (void)p, 1; }
+static int sync_copy(int a, int d, int m, int p) { return (void)d, (void)m, (void)p, is_sync(a); }
+static int driver_pageable(int a, int d, int m, int p) {
+    return (void)a, m == PF_MEM_PAGEABLE && p == PF_PATH_PASSTHROUGH && d != PF_DIR_H2H;
+}
+static int staged(int a, int d, int m, int p) { return (void)a, (void)d, (void)m, p == PF_PATH_STAGED; }
+
+#define TINY_BUCKETS 12 /* copies under 4 KiB */
+
+struct advice {
+    const char *kind;
+    char text[320];
+};
+
+/* What the program should change, each with the numbers that show it; the
+ * thresholds keep quiet about what costs a program little. */
+static int advise(struct advice *adv, double wall) {
+    int n = 0;
+    struct cell tiny = {0, 0, 0, 0};
+    for (int d = 0; d < PF_DIR_COUNT; d++)
+        for (int k = 0; k < TINY_BUCKETS; k++) {
+            struct cell c = snap(&sizes[d][k]);
+            tiny.calls += c.calls, tiny.bytes += c.bytes, tiny.ns += c.ns;
+        }
+    double tiny_s = (double)tiny.ns * 1e-9;
+    if (tiny.calls >= 1000 && tiny_s >= 0.01 * wall)
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu copies under 4 KiB spent %.3f s in the copy calls (%.1f%% of the run) for "
+                 "%llu bytes: batch them into fewer, larger copies",
+                 (unsigned long long)tiny.calls, tiny_s, 100 * tiny_s / wall,
+                 (unsigned long long)tiny.bytes),
+            adv[n++].kind = "tiny-copies";
+    struct cell sync = total(sync_copy);
+    double sync_s = (double)sync.ns * 1e-9;
+    if (sync.calls >= 100 && sync_s >= 0.1 * wall)
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu synchronous copies kept the CPU waiting %.3f s (%.1f%% of the run): "
+                 "cudaMemcpyAsync on streams lets copies overlap kernels and CPU work",
+                 (unsigned long long)sync.calls, sync_s, 100 * sync_s / wall),
+            adv[n++].kind = "synchronous-copies";
+    struct cell drv = total(driver_pageable);
+    if (drv.bytes >= (64u << 20))
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%.1f MiB of pageable memory went through the driver's own path at %.2f GB/s "
+                 "(copies under PINFAST_MIN_SIZE, or ones pinfast could not stage): pinned "
+                 "buffers move at the link's speed",
+                 drv.bytes / 1048576.0, gbps(&drv)),
+            adv[n++].kind = "pageable-memory";
+    struct cell stg = total(staged);
+    struct pf_engine_stats e;
+    pf_engine_stats(&e);
+    if (stg.bytes >= (64u << 20))
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "pinfast staged %.1f MiB of pageable copies at %.2f GB/s, for %.3f s of CPU "
+                 "time: buffers allocated pinned (cudaMallocHost, pin_memory=True) would need "
+                 "neither",
+                 stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds),
+            adv[n++].kind = "pin-buffers";
+    struct cell reg = snap(&allocs[PF_API_HOST_REGISTER]);
+    if (reg.calls >= 20)
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu cuMemHostRegister calls took %.3f s: register a buffer once and reuse it",
+                 (unsigned long long)reg.calls, (double)reg.ns * 1e-9),
+            adv[n++].kind = "register-churn";
+    struct pf_pool_stats pl;
+    pf_pool_stats(&pl);
+    if (pl.hits + pl.misses >= 20)
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu pinned allocations (%llu served by pinfast's pool, saving %.3f s): "
+                 "allocate pinned buffers once and reuse them",
+                 pl.hits + pl.misses, pl.hits, pl.saved_seconds),
+            adv[n++].kind = "pinned-churn";
+    return n;
+}
+
+/* JSON string contents: the advice texts hold no quote or backslash. */
+static void report_extras_json(struct out *o, double wall) {
+    struct cell all = total(any_copy);
+    put(o, "\"summary\":{\"copy_seconds\":%.6f,\"share_of_wall\":%.4f},\n\"histogram\":{",
+        (double)all.ns * 1e-9, wall > 0 ? (double)all.ns * 1e-9 / wall : 0.0);
+    const char *dsep = "";
+    for (int d = 0; d < PF_DIR_COUNT; d++) {
+        const char *sep = "";
+        int any = 0;
+        for (int k = 0; k < BUCKETS; k++) {
+            struct cell c = snap(&sizes[d][k]);
+            if (!c.calls)
+                continue;
+            if (!any++)
+                put(o, "%s\n\"%s\":[", dsep, dir_names[d]), dsep = ",";
+            put(o, "%s{\"from\":%llu,\"calls\":%llu,\"bytes\":%llu,\"seconds\":%.9f}", sep,
+                k ? 1ull << k : 0ull, (unsigned long long)c.calls,
+                (unsigned long long)c.bytes, (double)c.ns * 1e-9);
+            sep = ",";
+        }
+        if (any)
+            put(o, "]");
+    }
+    put(o, "},\n\"advice\":[");
+    struct advice adv[8];
+    int n = advise(adv, wall);
+    for (int i = 0; i < n; i++)
+        put(o, "%s\n{\"kind\":\"%s\",\"text\":\"%s\"}", i ? "," : "", adv[i].kind, adv[i].text);
+    put(o, "\n]");
+}
+
+static void report_extras_text(struct out *o, double wall) {
+    struct cell all = total(any_copy);
+    put(o, "pinfast: %.3f s inside copy calls, %.1f%% of the run\n", (double)all.ns * 1e-9,
+        wall > 0 ? 100 * (double)all.ns * 1e-9 / wall : 0.0);
+    static const char *const unit[] = {"B", "K", "M", "G", "T"};
+    for (int d = 0; d < PF_DIR_COUNT; d++) {
+        char line[400];
+        size_t len = 0;
+        for (int k = 0; k < BUCKETS && len < sizeof line - 40; k++) {
+            struct cell c = snap(&sizes[d][k]);
+            if (c.calls)
+                len += (size_t)snprintf(line + len, sizeof line - len, " %llu%s:%llu",
+                                        1ull << (k % 10), unit[k / 10],
+                                        (unsigned long long)c.calls);
+        }
+        if (len)
+            put(o, "pinfast: sizes %s (from, calls):%s\n", dir_names[d], line);
+    }
+    struct advice adv[8];
+    int n = advise(adv, wall);
+    for (int i = 0; i < n; i++)
+        put(o, "pinfast: advice: %s\n", adv[i].text);
+}
+
 static void report_json(struct out *o, double wall) {
     put(o, "{\"schema\":\"pinfast-report/1\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
@@ -159,9 +318,11 @@ static void report_json(struct out *o, double wall) {
         per_gib(e.worker_seconds, e.bytes));
     put(o,
         "\"pool\":{\"hits\":%llu,\"misses\":%llu,\"idle_bytes\":%llu,\"peak_idle_bytes\":%llu,"
-        "\"trimmed\":%llu,\"saved_seconds\":%.6f,\"sync_seconds\":%.6f}}\n",
+        "\"trimmed\":%llu,\"saved_seconds\":%.6f,\"sync_seconds\":%.6f},\n",
         pl.hits, pl.misses, pl.idle_bytes, pl.peak_idle_bytes, pl.trimmed, pl.saved_seconds,
         pl.sync_seconds);
+    report_extras_json(o, wall);
+    put(o, "}\n");
 }
 
 static void report_text(struct out *o, double wall) {
@@ -200,6 +361,7 @@ static void report_text(struct out *o, double wall) {
                "trimmed, %.3f s of allocation saved, %.3f s synchronising at free\n",
             pl.hits, pl.misses, pl.idle_bytes / 1048576.0, pl.peak_idle_bytes / 1048576.0,
             pl.trimmed, pl.saved_seconds, pl.sync_seconds);
+    report_extras_text(o, wall);
 }
 
 /* The file name with %p replaced by the pid, %% by %. */
