@@ -120,7 +120,56 @@ static int allocation(struct p *p, struct rep_alloc *w)
     return lit(p, '}');
 }
 
-/* Skips one JSON value: sections that later versions add after the rows. */
+/* an integer counter: a number with no fraction or exponent */
+static int count(struct p *p, const char *name, long long *out)
+{
+    double d;
+    if (key(p, name))
+        return -1;
+    ws(p);
+    const char *at = p->s;
+    if (num(p, &d))
+        return -1;
+    for (const char *q = at; q < p->s; q++)
+        if (!isdigit((unsigned char)*q))
+            return fail(p, "\"%s\" is not a non-negative integer", name);
+    *out = (long long)d;
+    return 0;
+}
+
+/* "staging":{copies, bytes, pinned_bytes, contexts, threads, copy_cpu_seconds,
+ * cpu_seconds_per_gib}: the keys and their order are checked, values dropped */
+static int staging(struct p *p)
+{
+    static const char *const ints[] = { "copies", "bytes", "pinned_bytes", "contexts", "threads" };
+    long long v;
+    double d;
+    if (key(p, "staging") || lit(p, '{'))
+        return -1;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (count(p, ints[i], &v) || lit(p, ','))
+            return -1;
+    if (key(p, "copy_cpu_seconds") || num(p, &d) || lit(p, ',') ||
+        key(p, "cpu_seconds_per_gib") || num(p, &d))
+        return -1;
+    return lit(p, '}');
+}
+
+static int pool(struct p *p, struct rep_pool *w)
+{
+    if (key(p, "pool") || lit(p, '{') ||
+        count(p, "hits", &w->hits) || lit(p, ',') ||
+        count(p, "misses", &w->misses) || lit(p, ',') ||
+        count(p, "idle_bytes", &w->idle_bytes) || lit(p, ',') ||
+        count(p, "peak_idle_bytes", &w->peak_idle_bytes) || lit(p, ',') ||
+        count(p, "trimmed", &w->trimmed) || lit(p, ',') ||
+        key(p, "saved_seconds") || num(p, &w->saved_seconds) || lit(p, ',') ||
+        key(p, "sync_seconds") || num(p, &w->sync_seconds))
+        return -1;
+    return lit(p, '}');
+}
+
+/* Skips one JSON value: sections that later versions add after the pool. */
 static int skip(struct p *p)
 {
     ws(p);
@@ -187,10 +236,10 @@ int report_parse(const char *text, struct report *r)
             ws(&p);
         } while (*p.s == ',' && p.s++);
     }
-    if (lit(&p, ']'))
+    if (lit(&p, ']') || lit(&p, ',') || staging(&p) || lit(&p, ',') || pool(&p, &r->pool))
         return -1;
     ws(&p);
-    while (*p.s == ',') { /* further sections, e.g. "pool" */
+    while (*p.s == ',') { /* further sections: "summary", "histogram", "advice", ... */
         char k[64];
         p.s++;
         if (str(&p, k, sizeof k) || lit(&p, ':') || skip(&p))
