@@ -73,9 +73,19 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     b->api = api;
     b->flags = flags;
     b->alloc_ns = alloc_ns;
+    struct block *stale;
     pthread_mutex_lock(&lock);
+    /* the driver gave out this address again: the old record belonged to a
+     * destroyed context, which freed the block */
+    HASH_FIND_PTR(blocks, &p, stale);
+    if (stale) {
+        if (stale->idle)
+            unlink_idle(stale);
+        HASH_DEL(blocks, stale);
+    }
     HASH_ADD_PTR(blocks, p, b);
     pthread_mutex_unlock(&lock);
+    free(stale);
 }
 
 /* The block's context, if it still exists: a destroyed context took its
@@ -122,8 +132,6 @@ int pf_pool_free(void *p, CUresult *result) {
     *(newest ? &newest->next : &oldest) = b;
     newest = b;
     stats.idle_bytes += b->size;
-    if (stats.idle_bytes > stats.peak_idle_bytes)
-        stats.peak_idle_bytes = stats.idle_bytes;
     /* over the cap: the least recently freed blocks go back to the driver */
     while (stats.idle_bytes > pf_options()->pool_idle && oldest) {
         struct block *o = oldest;
@@ -133,6 +141,8 @@ int pf_pool_free(void *p, CUresult *result) {
         trim = o;
         stats.trimmed++;
     }
+    if (stats.idle_bytes > stats.peak_idle_bytes)
+        stats.peak_idle_bytes = stats.idle_bytes;
     pthread_mutex_unlock(&lock);
     while (trim) {
         struct block *o = trim;
