@@ -1,0 +1,93 @@
+/* test_advice: the report's size histogram, time share and advice, exact on
+ * a known workload.  The binary re-executes itself as a child ("child"
+ * mode) under pinfast with a JSON report; the parent checks the histogram
+ * rows and which advice was given.  Under the plain variant there is no
+ * report to check: the test only runs the workload. */
+#define _GNU_SOURCE
+#include "spawn.h"
+#include "t.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1u << 20)
+
+/* 3000 copies of 64 B (tiny, synchronous), one staged 80 MiB copy (pin
+ * your buffers), 25 pinned allocations of 4 KiB (pinned churn), and 3 D2H
+ * copies of 4 KiB. */
+static int child(void)
+{
+    struct drv d;
+    if (drv_load(&d, DRV_GPA, 0))
+        return 10;
+    CUdevice dev;
+    CUcontext ctx;
+    CUdeviceptr a;
+    unsigned char *h = malloc(80 * MiB);
+    memset(h, 7, 80 * MiB);
+    if (d.Init(0) || d.DeviceGet(&dev, 0) || d.DevicePrimaryCtxRetain(&ctx, dev) || d.CtxSetCurrent(ctx) ||
+        d.MemAlloc(&a, 80 * MiB))
+        return 11;
+    for (int i = 0; i < 3000; i++)
+        if (d.MemcpyHtoD(a, h, 64))
+            return 12;
+    if (d.MemcpyHtoD(a, h, 80 * MiB))
+        return 13;
+    for (int i = 0; i < 3; i++)
+        if (d.MemcpyDtoH(h, a, 4096))
+            return 14;
+    for (int i = 0; i < 25; i++) {
+        void *p;
+        if (d.MemHostAlloc(&p, 4096, 0) || d.MemFreeHost(p))
+            return 15;
+    }
+    free(h);
+    return 0;
+}
+
+static void test_histogram_and_advice(void **state)
+{
+    (void)state;
+    const char *dir = sp_tmpdir("advice");
+    assert_non_null(dir);
+    char file[512], set0[600];
+    snprintf(file, sizeof file, "%s/r.json", dir);
+    snprintf(set0, sizeof set0, "PINFAST_STATS_FILE=%s", file);
+    const char *set[] = {set0, "PINFAST_STATS=json", NULL};
+    char *argv[] = {"test_advice", "child", NULL};
+    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL), 0);
+    if (!t_pinfast()) {
+        sp_rmdir(dir);
+        return;
+    }
+    char *r = sp_slurp(file, NULL);
+    assert_non_null(r);
+    /* bucket 64 holds the 3000 tiny copies, bucket 64 MiB the 80 MiB one */
+    assert_non_null(strstr(r, "\"H2D\":[{\"from\":64,\"calls\":3000,\"bytes\":192000,"));
+    assert_non_null(strstr(r, "{\"from\":67108864,\"calls\":1,\"bytes\":83886080,"));
+    assert_non_null(strstr(r, "\"D2H\":[{\"from\":4096,\"calls\":3,\"bytes\":12288,"));
+    assert_non_null(strstr(r, "\"summary\":{\"copy_seconds\":"));
+    static const char *const given[] = {"tiny-copies", "synchronous-copies", "pin-buffers",
+                                        "pinned-churn"};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+        char kind[64];
+        snprintf(kind, sizeof kind, "{\"kind\":\"%s\",", given[i]);
+        if (!strstr(r, kind))
+            fail_msg("advice %s missing from:\n%s", given[i], strstr(r, "\"advice\""));
+    }
+    /* nothing went through the driver's pageable path but tiny copies */
+    assert_null(strstr(r, "\"pageable-memory\""));
+    assert_null(strstr(r, "\"register-churn\""));
+    assert_non_null(strstr(r, "3000 copies under 4 KiB"));
+    free(r);
+    sp_rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "child"))
+        return child();
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_histogram_and_advice)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
