@@ -2,6 +2,7 @@
 #include "engine.h"
 #include "hostmap.h"
 #include "pool.h"
+#include "trace.h"
 #include "stats.h"
 
 #include "options.h"
@@ -18,6 +19,7 @@ static void child(void) {
     pf_hostmap_fork_done();
     pf_engine_forked();
     pf_pool_forked();
+    pf_trace_forked();
     pf_stats_reset();
 }
 
@@ -30,4 +32,7 @@ __attribute__((constructor)) static void start(void) {
 }
 
 /* Runs after main returns or exit(); the driver may be gone: no CUDA here. */
-__attribute__((destructor)) static void stop(void) { pf_stats_report(); }
+__attribute__((destructor)) static void stop(void) {
+    pf_trace_flush();
+    pf_stats_report();
+}

@@ -41,6 +41,8 @@ static const struct option table[] = {
      "exit report: off, text (a table) or json"},
     {"PINFAST_STATS_FILE", K_STRING, F(stats_file), "", 0, 0, NULL,
      "write the exit report here instead of stderr; %p becomes the pid"},
+    {"PINFAST_TRACE", K_STRING, F(trace), "", 0, 0, NULL,
+     "write one line per intercepted call to this file; %p becomes the pid"},
     {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names,
      "messages printed: error, warning, info or debug"},
     {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
@@ -201,4 +203,27 @@ void pf_options_describe(int fd) {
         }
         dprintf(fd, "%-20s %-8s %-26s %s\n", o->name, *o->def ? o->def : "-", allowed, o->help);
     }
+}
+
+int pf_options_file(const char *pattern, char *path, size_t size) {
+    size_t n = 0;
+    for (const char *s = pattern; *s; s++) {
+        char tmp[24];
+        if (s[0] == '%' && s[1] == 'p') {
+            snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            s++;
+        } else if (s[0] == '%' && s[1] == '%') {
+            tmp[0] = '%', tmp[1] = 0;
+            s++;
+        } else {
+            tmp[0] = *s, tmp[1] = 0;
+        }
+        size_t k = strlen(tmp);
+        if (n + k >= size)
+            return -1;
+        memcpy(path + n, tmp, k);
+        n += k;
+    }
+    path[n] = 0;
+    return 0;
 }

@@ -11,6 +11,7 @@ struct pf_options {
     int disable;            /* pure pass-through */
     int stats;              /* enum pf_stats_mode */
     const char *stats_file; /* NULL: stderr */
+    const char *trace;      /* one line per intercepted call to this file; NULL: none */
     int log;                /* enum pf_level: most verbose level printed */
     int stage;              /* route pageable copies through pinned staging */
     int threads;            /* staging worker threads; 0: one per CPU, capped */
@@ -25,6 +26,10 @@ const struct pf_options *pf_options(void);
 
 /* Level below which pf_msg is silent; usable before the options are parsed. */
 int pf_log_level(void);
+
+/* A file name from a setting: %p becomes the pid (each process of a
+ * program writes its own), %% a %.  Returns -1 when it does not fit. */
+int pf_options_file(const char *pattern, char *path, size_t size);
 
 /* Writes the table (name, default, range, help) for `pinfast options`. */
 void pf_options_describe(int fd);

@@ -4,6 +4,7 @@
 #include "engine.h"
 #include "options.h"
 #include "pool.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -51,10 +52,15 @@ void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum 
                    size_t bytes, uint64_t ns, int result) {
     add(&copies[api][dir][mem][path], bytes, ns, result);
     add(&sizes[dir][bucket(bytes)], bytes, ns, result);
+    if (pf_options()->trace)
+        pf_trace(copy_names[api], dir_names[dir], mem_names[mem], path_names[path], bytes,
+                 pf_now_ns() - ns, ns, result);
 }
 
 void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result) {
     add(&allocs[api], bytes, ns, result);
+    if (pf_options()->trace)
+        pf_trace(alloc_names[api], "-", "-", "-", bytes, pf_now_ns() - ns, ns, result);
 }
 
 void pf_stats_touch(void) {
@@ -364,31 +370,6 @@ static void report_text(struct out *o, double wall) {
     report_extras_text(o, wall);
 }
 
-/* The file name with %p replaced by the pid, %% by %. */
-static int expand(const char *pattern, char *path, size_t size) {
-    size_t n = 0;
-    for (const char *s = pattern; *s; s++) {
-        char tmp[24];
-        const char *piece = tmp;
-        if (s[0] == '%' && s[1] == 'p') {
-            snprintf(tmp, sizeof tmp, "%d", (int)getpid());
-            s++;
-        } else if (s[0] == '%' && s[1] == '%') {
-            tmp[0] = '%', tmp[1] = 0;
-            s++;
-        } else {
-            tmp[0] = *s, tmp[1] = 0;
-        }
-        size_t k = strlen(piece);
-        if (n + k >= size)
-            return -1;
-        memcpy(path + n, piece, k);
-        n += k;
-    }
-    path[n] = 0;
-    return 0;
-}
-
 void pf_stats_report(void) {
     const struct pf_options *opt = pf_options();
     if (!__atomic_load_n(&used, __ATOMIC_RELAXED) || opt->disable || opt->stats == PF_STATS_OFF)
@@ -399,7 +380,7 @@ void pf_stats_report(void) {
     o.len = 0;
     char path[4096];
     if (opt->stats_file) {
-        if (expand(opt->stats_file, path, sizeof path)) {
+        if (pf_options_file(opt->stats_file, path, sizeof path)) {
             pf_msg(PF_WARNING, "PINFAST_STATS_FILE is too long; report goes to stderr");
         } else {
             int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

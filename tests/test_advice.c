@@ -1,5 +1,5 @@
-/* test_advice: the report's size histogram, time share and advice, exact on
- * a known workload.  The binary re-executes itself as a child ("child"
+/* test_advice: the report's size histogram, time share and advice, and the
+ * PINFAST_TRACE file, exact on a known workload.  The binary re-executes itself as a child ("child"
  * mode) under pinfast with a JSON report; the parent checks the histogram
  * rows and which advice was given.  Under the plain variant there is no
  * report to check: the test only runs the workload. */
@@ -84,10 +84,75 @@ static void test_histogram_and_advice(void **state)
     sp_rmdir(dir);
 }
 
+/* One line per intercepted call, whatever thread made it. */
+static void test_trace(void **state)
+{
+    (void)state;
+    if (!t_pinfast())
+        return;
+    const char *dir = sp_tmpdir("trace");
+    assert_non_null(dir);
+    char set0[600];
+    snprintf(set0, sizeof set0, "PINFAST_TRACE=%s/t-%%p.txt", dir);
+    const char *set[] = {set0, "PINFAST_STATS=off", NULL};
+    char *argv[] = {"test_advice", "child", NULL};
+    pid_t pid;
+    assert_int_equal(sp_run(argv, 1, set, NULL, NULL, 120, &pid), 0);
+    char file[600];
+    snprintf(file, sizeof file, "%s/t-%d.txt", dir, (int)pid);
+    char *t = sp_slurp(file, NULL);
+    assert_non_null(t);
+    static const struct { const char *api; int want; } rows[] = {
+        {"cuMemAlloc", 1}, {"cuMemcpyHtoD", 3001}, {"cuMemcpyDtoH", 3},
+        {"cuMemHostAlloc", 25}, {"cuMemFreeHost", 25}};
+    int lines = 0;
+    for (char *l = strtok(t, "\n"); l; l = strtok(NULL, "\n")) {
+        if (l[0] == '#')
+            continue;
+        char api[64], dirn[16], mem[16], path[16];
+        double start, secs;
+        long tid;
+        size_t bytes;
+        int result;
+        assert_int_equal(sscanf(l, "%lf %ld %63s %15s %15s %zu %lf %15s %d", &start, &tid, api, dirn,
+                                mem, &bytes, &secs, path, &result), 9);
+        assert_int_equal(result, 0);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            lines += !strcmp(api, rows[i].api);
+    }
+    assert_int_equal(lines, 1 + 3001 + 3 + 25 + 25);
+    free(t);
+    sp_rmdir(dir);
+}
+
+/* An unwritable trace file: one warning, and the program carries on. */
+static void test_trace_unwritable(void **state)
+{
+    (void)state;
+    if (!t_pinfast())
+        return;
+    const char *dir = sp_tmpdir("trace-bad");
+    assert_non_null(dir);
+    char err[600];
+    snprintf(err, sizeof err, "%s/stderr", dir);
+    const char *set[] = {"PINFAST_TRACE=/nonexistent-dir/t.txt", "PINFAST_STATS=off", NULL};
+    char *argv[] = {"test_advice", "child", NULL};
+    assert_int_equal(sp_run(argv, 1, set, NULL, err, 120, NULL), 0);
+    char *e = sp_slurp(err, NULL);
+    assert_non_null(e);
+    char *w = strstr(e, "pinfast: warning: cannot write the trace");
+    assert_non_null(w);
+    assert_null(strstr(w + 1, "pinfast:"));
+    free(e);
+    sp_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "child"))
         return child();
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_histogram_and_advice)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_histogram_and_advice),
+                                       cmocka_unit_test(test_trace),
+                                       cmocka_unit_test(test_trace_unwritable)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
