@@ -2,6 +2,7 @@
  * to the staging engine; everything else passes through and is counted. */
 #include "api.h"
 #include "engine.h"
+#include "roundtrip.h"
 
 #define UNCLASSIFIED PF_MEM_COUNT
 
@@ -43,6 +44,10 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
     enum pf_mem host = dir == PF_DIR_H2D ? sk : dir == PF_DIR_D2H ? dk : sk;
     enum pf_path path = PF_PATH_PASSTHROUGH;
     CUresult r = CUDA_SUCCESS;
+    /* host memory the CPU can read without moving it (not managed memory) */
+    int readable = host == PF_MEM_PAGEABLE || host == PF_MEM_PINNED;
+    /* judged before the copy: an async H2D's source may change right after */
+    int back = dir == PF_DIR_H2D && readable && pf_roundtrip_h2d((void *)src, n);
     if (host == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H)) {
         struct pf_xfer x = {
             .dir = dir,
@@ -58,6 +63,11 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
     if (path == PF_PATH_PASSTHROUGH)
         r = pass_linear(api, sym, dst, src, n, s);
     pf_stats_copy(api, dir, host, path, n, pf_now_ns() - t0, r);
+    if (r == CUDA_SUCCESS && back)
+        pf_stats_round_trip(n);
+    /* a D2H into pageable memory is complete on return, even an async one */
+    if (r == CUDA_SUCCESS && dir == PF_DIR_D2H && readable && (!async || host == PF_MEM_PAGEABLE))
+        pf_roundtrip_d2h((void *)dst, n);
     return r;
 }
 

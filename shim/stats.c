@@ -22,6 +22,7 @@ struct cell {
 static struct cell copies[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
 static struct cell allocs[PF_ALLOC_API_COUNT];
 static struct cell sizes[PF_DIR_COUNT][BUCKETS];
+static struct cell trips; /* round trips: calls and bytes */
 static int used;
 static uint64_t start_ns;
 
@@ -63,6 +64,8 @@ void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result
         pf_trace(alloc_names[api], "-", "-", "-", bytes, pf_now_ns() - ns, ns, result);
 }
 
+void pf_stats_round_trip(size_t bytes) { add(&trips, bytes, 0, 0); }
+
 void pf_stats_touch(void) {
     if (!__atomic_load_n(&used, __ATOMIC_RELAXED))
         __atomic_store_n(&used, 1, __ATOMIC_RELAXED);
@@ -72,6 +75,7 @@ void pf_stats_reset(void) {
     memset(copies, 0, sizeof copies);
     memset(allocs, 0, sizeof allocs);
     memset(sizes, 0, sizeof sizes);
+    memset(&trips, 0, sizeof trips);
     used = 0;
     start_ns = pf_now_ns();
 }
@@ -211,6 +215,13 @@ static int advise(struct advice *adv, double wall) {
                  "neither",
                  stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds),
             adv[n++].kind = "pin-buffers";
+    struct cell rt = snap(&trips);
+    if (rt.calls >= 10)
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu buffers (%.1f MiB) were copied to the host and straight back with 64 "
+                 "sampled words unchanged: keep such data on the GPU",
+                 (unsigned long long)rt.calls, rt.bytes / 1048576.0),
+            adv[n++].kind = "round-trips";
     struct cell reg = snap(&allocs[PF_API_HOST_REGISTER]);
     if (reg.calls >= 20)
         snprintf(adv[n].text, sizeof adv[n].text,
@@ -230,9 +241,12 @@ static int advise(struct advice *adv, double wall) {
 
 /* JSON string contents: the advice texts hold no quote or backslash. */
 static void report_extras_json(struct out *o, double wall) {
-    struct cell all = total(any_copy);
-    put(o, "\"summary\":{\"copy_seconds\":%.6f,\"share_of_wall\":%.4f},\n\"histogram\":{",
-        (double)all.ns * 1e-9, wall > 0 ? (double)all.ns * 1e-9 / wall : 0.0);
+    struct cell all = total(any_copy), rt = snap(&trips);
+    put(o,
+        "\"summary\":{\"copy_seconds\":%.6f,\"share_of_wall\":%.4f,\"round_trips\":%llu,"
+        "\"round_trip_bytes\":%llu},\n\"histogram\":{",
+        (double)all.ns * 1e-9, wall > 0 ? (double)all.ns * 1e-9 / wall : 0.0,
+        (unsigned long long)rt.calls, (unsigned long long)rt.bytes);
     const char *dsep = "";
     for (int d = 0; d < PF_DIR_COUNT; d++) {
         const char *sep = "";
@@ -252,7 +266,7 @@ static void report_extras_json(struct out *o, double wall) {
             put(o, "]");
     }
     put(o, "},\n\"advice\":[");
-    struct advice adv[8];
+    struct advice adv[9];
     int n = advise(adv, wall);
     for (int i = 0; i < n; i++)
         put(o, "%s\n{\"kind\":\"%s\",\"text\":\"%s\"}", i ? "," : "", adv[i].kind, adv[i].text);
@@ -277,7 +291,7 @@ static void report_extras_text(struct out *o, double wall) {
         if (len)
             put(o, "pinfast: sizes %s (from, calls):%s\n", dir_names[d], line);
     }
-    struct advice adv[8];
+    struct advice adv[9];
     int n = advise(adv, wall);
     for (int i = 0; i < n; i++)
         put(o, "pinfast: advice: %s\n", adv[i].text);

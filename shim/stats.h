@@ -38,6 +38,9 @@ void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum 
                    size_t bytes, uint64_t ns, int result);
 void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result);
 
+/* An H2D that brought back, unchanged, what a D2H had just taken out. */
+void pf_stats_round_trip(size_t bytes);
+
 /* Marks the process as a CUDA user: only those print a report. */
 void pf_stats_touch(void);
 
