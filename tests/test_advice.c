@@ -20,16 +20,12 @@
 static int child(void)
 {
     struct drv d;
-    if (drv_load(&d, DRV_GPA, 0))
-        return 10;
-    CUdevice dev;
     CUcontext ctx;
     CUdeviceptr a;
+    if (drv_load(&d, DRV_GPA, 0) || drv_context0(&d, &ctx) || d.MemAlloc(&a, 80 * MiB))
+        return 11;
     unsigned char *h = malloc(80 * MiB);
     memset(h, 7, 80 * MiB);
-    if (d.Init(0) || d.DeviceGet(&dev, 0) || d.DevicePrimaryCtxRetain(&ctx, dev) || d.CtxSetCurrent(ctx) ||
-        d.MemAlloc(&a, 80 * MiB))
-        return 11;
     for (int i = 0; i < 3000; i++)
         if (d.MemcpyHtoD(a, h, 64))
             return 12;

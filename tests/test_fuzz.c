@@ -904,8 +904,7 @@ static int child(uint64_t seed, const char *out)
     if (drv_load(&DT[0], (enum drv_path)P.path, 0) || drv_load(&DT[1], (enum drv_path)P.path, 1))
         return 10;
     const struct drv *d = &DT[0];
-    CUdevice dev;
-    if (d->Init(0) || d->DeviceGet(&dev, 0) || d->DevicePrimaryCtxRetain(&CTX, dev) || d->CtxSetCurrent(CTX))
+    if (drv_context0(d, &CTX))
         return 11;
     /* buffers, with known contents */
     unsigned char *stage;

@@ -29,16 +29,15 @@ static const char *counted[] = {
 static int child(void)
 {
     struct drv d;
+    CUcontext ctx;
     if (drv_load(&d, DRV_GPA, 0))
         return 10;
-    CUdevice dev;
-    CUcontext ctx;
+    if (drv_context0(&d, &ctx))
+        return 11;
     CUdeviceptr a, b;
     void *pin;
     unsigned char *h = malloc(8 * MiB);
     memset(h, 1, 8 * MiB);
-    if (d.Init(0) || d.DeviceGet(&dev, 0) || d.DevicePrimaryCtxRetain(&ctx, dev) || d.CtxSetCurrent(ctx))
-        return 11;
     if (d.MemAlloc(&a, 8 * MiB) || d.MemAlloc(&b, 8 * MiB) || d.MemHostAlloc(&pin, MiB, 0))
         return 12;
     for (int i = 0; i < 3; i++)

@@ -154,3 +154,10 @@ int drv_load_direct(struct drv *d, int ptds)
     set_entries(d, ptds ? pt : leg);
     return 0;
 }
+
+int drv_context0(const struct drv *d, CUcontext *ctx)
+{
+    CUdevice dev;
+    return d->Init(0) || d->DeviceGet(&dev, 0) || d->DevicePrimaryCtxRetain(ctx, dev) ||
+           d->CtxSetCurrent(*ctx);
+}

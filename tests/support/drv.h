@@ -37,6 +37,8 @@ void *drv_libcuda(void);      /* dlopen("libcuda.so.1") handle */
 const char *drv_path_name(enum drv_path p);
 /* from the environment: PFT_PATH=gpa|direct|dlsym, PFT_FLAVOUR=legacy|ptds */
 int drv_load_from_env(struct drv *d);
+/* cuInit, then device 0's primary context made current; 0 on success. */
+int drv_context0(const struct drv *d, CUcontext *ctx);
 
 unsigned long fake_calls(const char *exported);
 void fake_reset(void);

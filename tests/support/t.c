@@ -130,11 +130,7 @@ int t_setup(void **state_)
             return -1;
         }
     }
-    if (drv_load_from_env(&D) != 0)
-        return -1;
-    CUdevice dev;
-    if (D.Init(0) || D.DeviceGet(&dev, 0) || D.DevicePrimaryCtxRetain(&T_CTX, dev) ||
-        D.CtxSetCurrent(T_CTX))
+    if (drv_load_from_env(&D) != 0 || drv_context0(&D, &T_CTX))
         return -1;
     return 0;
 }
