@@ -199,6 +199,27 @@ static int skip(struct p *p)
     return num(p, &d);
 }
 
+typedef int (*row_fn)(struct p *, void *);
+static int transfer_row(struct p *p, void *w) { return transfer(p, w); }
+static int allocation_row(struct p *p, void *w) { return allocation(p, w); }
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The rows of an array up to its ']': at most max of them, each `size` bytes. */
+static int rows(struct p *p, const char *what, void *out, size_t size, int max, int *n, row_fn row)
+{
+    ws(p);
+    if (*p->s == ']')
+        return 0;
+    do {
+        if (*n == max)
+            return fail(p, "too many %s rows", what);
+        if (row(p, (char *)out + size * (size_t)(*n)++))
+            return -1;
+        ws(p);
+    } while (*p->s == ',' && p->s++);
+    return 0;
+}
+
 int report_parse(const char *text, struct report *r)
 {
     memset(r, 0, sizeof *r);
@@ -214,29 +235,10 @@ int report_parse(const char *text, struct report *r)
         return -1;
     if (key(&p, "transfers") || lit(&p, '['))
         return -1;
-    ws(&p);
-    if (*p.s != ']') {
-        do {
-            if (r->nt == (int)(sizeof r->t / sizeof r->t[0]))
-                return fail(&p, "too many transfer rows");
-            if (transfer(&p, &r->t[r->nt++]))
-                return -1;
-            ws(&p);
-        } while (*p.s == ',' && p.s++);
-    }
-    if (lit(&p, ']') || lit(&p, ',') || key(&p, "allocations") || lit(&p, '['))
-        return -1;
-    ws(&p);
-    if (*p.s != ']') {
-        do {
-            if (r->na == (int)(sizeof r->a / sizeof r->a[0]))
-                return fail(&p, "too many allocation rows");
-            if (allocation(&p, &r->a[r->na++]))
-                return -1;
-            ws(&p);
-        } while (*p.s == ',' && p.s++);
-    }
-    if (lit(&p, ']') || lit(&p, ',') || staging(&p) || lit(&p, ',') || pool(&p, &r->pool))
+    if (rows(&p, "transfer", r->t, sizeof r->t[0], COUNT(r->t), &r->nt, transfer_row) ||
+        lit(&p, ']') || lit(&p, ',') || key(&p, "allocations") || lit(&p, '[') ||
+        rows(&p, "allocation", r->a, sizeof r->a[0], COUNT(r->a), &r->na, allocation_row) ||
+        lit(&p, ']') || lit(&p, ',') || staging(&p) || lit(&p, ',') || pool(&p, &r->pool))
         return -1;
     ws(&p);
     while (*p.s == ',') { /* further sections: "summary", "histogram", "advice", ... */
