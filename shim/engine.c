@@ -339,15 +339,17 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
 
 /* Why a copy may not be staged, checked before touching anything, so that a
  * copy the driver would reject reaches the driver and gets its own error. */
-static int stageable(const struct pf_xfer *x) {
+static int stageable(const struct pf_xfer *x, uint64_t mark[2]) {
     const struct pf_options *o = pf_options();
     if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
         pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
         return 0;
+    mark[0] = pf_now_ns();
     CUstreamCaptureStatus cs;
     if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
+    mark[1] = pf_now_ns();
     CUdeviceptr base;
     size_t size;
     if (PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
@@ -356,13 +358,15 @@ static int stageable(const struct pf_xfer *x) {
 }
 
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
-    uint64_t t0 = pf_now_ns();
-    if (!stageable(x))
+    uint64_t t0 = pf_now_ns(), mark[2];
+    if (!stageable(x, mark))
         return 0;
+    uint64_t ts = pf_now_ns();
     struct context *c = current();
     if (!c || !c->nslots)
         return 0;
-    int workers = pf_workers_start();
+    uint64_t tc = pf_now_ns();
+    int workers = pf_workers_start(), asleep = pf_workers_sleeping();
     pf_workers_active(1);
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     const struct pf_options *o = pf_options();
@@ -403,10 +407,10 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
                "staged %s %zu B: %d chunks, %d tasks (%d by the caller), %d slots; "
-               "us: checks %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; "
-               "result %d",
+               "%d of %d workers asleep; us: classify %.1f capture %.1f range %.1f context %.1f "
+               "wake %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
                x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.ntasks, p.helped, nh,
-               (t1 - t0) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               asleep, workers, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3, (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
                p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
                p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
     }

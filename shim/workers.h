@@ -48,6 +48,9 @@ int pf_workers_start(void);
 /* In a forked child: the threads are gone; start afresh when needed. */
 void pf_workers_forked(void);
 
+/* Workers asleep now (debug log). */
+int pf_workers_sleeping(void);
+
 /* Threads running. */
 int pf_workers_count(void);
 

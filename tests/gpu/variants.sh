@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# On the GPU machine: A/B of engine variants with the harness's sweep workload.
+# $B holds the sweep binary and libpinfast*.so; each VARIANTS word is
+# name[:ENV=value,...], its library $B/libpinfast-name.so (or libpinfast.so
+# for "base"), run with the settings given.  Rounds interleave plain and every
+# variant; the table gives each one's median GB/s over the rounds.
+# Example: VARIANTS="base base:PINFAST_CHUNK=4M spin" tests/gpu/variants.sh
+set -u
+B=${B:-build-gpu}
+OUT=${OUT:-/tmp/out}
+ROUNDS=${ROUNDS:-3}
+ARGS=${ARGS:---min-size 1M --max-size 64M --budget 256M}
+log=$OUT/variants.jsonl
+: >"$log"
+echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(nproc) CPUs"
+echo "# sweep $ARGS, $ROUNDS rounds, variants: plain ${VARIANTS:-base}"
+for round in $(seq 1 "$ROUNDS"); do
+  for v in plain ${VARIANTS:-base}; do
+    name=${v%%:*} envs=()
+    [[ $v == *:* ]] && IFS=, read -ra envs <<<"${v#*:}"
+    lib=$B/libpinfast-$name.so
+    [ "$name" = base ] && lib=$B/libpinfast.so
+    pre=(env "${envs[@]}" PINFAST_STATS=off LD_PRELOAD="$lib")
+    [ "$name" = plain ] && pre=(env)
+    line=$("${pre[@]}" "$B/sweep" $ARGS) || { echo "FAIL: $v round $round"; continue; }
+    printf '{"variant":"%s","round":%d,"out":%s}\n' "$v" "$round" "$line" >>"$log"
+  done
+  echo "round $round done"
+done
+python3 - "$log" <<'PY'
+import json, statistics, sys
+rows = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    for m in r["out"]["measurements"]:
+        rows.setdefault((m["name"], m["bytes"]), {}).setdefault(r["variant"], []).append(m["gbps"])
+variants = list(dict.fromkeys(v for cells in rows.values() for v in cells))
+print("%-10s %10s " % ("kind", "bytes") + " ".join("%16.16s" % v for v in variants))
+for (name, n), cells in sorted(rows.items()):
+    med = {v: statistics.median(g) for v, g in cells.items()}
+    base = med.get("plain")
+    print("%-10s %10d " % (name, n) + " ".join(
+        "%9.2f %5.2fx" % (med[v], med[v] / base) if v in med and base else "%16s" % "-"
+        for v in variants))
+PY
