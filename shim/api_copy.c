@@ -2,6 +2,7 @@
  * to the staging engine; everything else passes through and is counted. */
 #include "api.h"
 #include "engine.h"
+#include "pending.h"
 #include "roundtrip.h"
 
 #define UNCLASSIFIED PF_MEM_COUNT
@@ -40,6 +41,12 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
         sk = pf_classify(src);
     if (dk == UNCLASSIFIED)
         dk = pf_classify(dst);
+    /* host memory an asynchronous D2H has yet to write is neither read nor
+     * written before it lands (PINFAST_ASYNC_D2H) */
+    if (sk != PF_MEM_DEVICE)
+        pf_pending_wait((const void *)src, n);
+    if (dk != PF_MEM_DEVICE)
+        pf_pending_wait((const void *)dst, n);
     enum pf_dir dir = pf_dir_of(sk, dk);
     enum pf_mem host = dir == PF_DIR_H2D ? sk : dir == PF_DIR_D2H ? dk : sk;
     enum pf_path path = PF_PATH_PASSTHROUGH;
@@ -65,8 +72,10 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
     pf_stats_copy(api, dir, host, path, n, pf_now_ns() - t0, r);
     if (r == CUDA_SUCCESS && back)
         pf_stats_round_trip(n);
-    /* a D2H into pageable memory is complete on return, even an async one */
-    if (r == CUDA_SUCCESS && dir == PF_DIR_D2H && readable && (!async || host == PF_MEM_PAGEABLE))
+    /* a D2H into pageable memory is complete on return, even an async one,
+     * unless pinfast lets it land later */
+    if (r == CUDA_SUCCESS && dir == PF_DIR_D2H && readable &&
+        (!async || (host == PF_MEM_PAGEABLE && !pf_options()->async_d2h)))
         pf_roundtrip_d2h((void *)dst, n);
     return r;
 }
@@ -151,6 +160,7 @@ static void shape(enum pf_mem sk, enum pf_mem dk, enum pf_dir *dir, enum pf_mem 
             return call;                                                       \
         enum pf_dir dir_;                                                      \
         enum pf_mem mem_;                                                      \
+        pf_pending_wait(NULL, (size_t)-1);                                     \
         shape(P2(p), &dir_, &mem_);                                            \
         COUNTED(api, dir_, mem_, bytes, call);                                 \
     } while (0)
@@ -242,6 +252,7 @@ static struct batch batch3d(const CUDA_MEMCPY3D_BATCH_OP *ops, size_t count) {
     do {                                                                       \
         if (!pf_enter())                                                       \
             return call;                                                       \
+        pf_pending_wait(NULL, (size_t)-1);                                     \
         struct batch b_ = describe;                                            \
         COUNTED(api, b_.dir, b_.mem, b_.bytes, call);                          \
     } while (0)

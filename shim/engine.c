@@ -13,6 +13,7 @@
 #include "hostmap.h"
 #include "message.h"
 #include "options.h"
+#include "pending.h"
 #include "workers.h"
 
 #include <pthread.h>
@@ -41,6 +42,7 @@ struct context {
     pthread_mutex_t lock;
     pthread_cond_t freed;
     int nslots;
+    int landing;       /* slots held by asynchronous D2H chunks */
     size_t slot_size;
     struct slot slots[MAX_SLOTS];
 };
@@ -194,22 +196,25 @@ static size_t task_size(size_t len) {
     return task;
 }
 
+/* Queues a host copy as tasks; returns how many. */
+static int cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
+               enum pf_copy_kind kind) {
+    size_t task = task_size(len);
+    int n = 0;
+    for (size_t done = 0; done < len; done += task, n++)
+        tasks[n] = (struct pf_task){.dst = dst + done, .src = src + done,
+                                    .len = len - done < task ? len - done : task, .kind = kind};
+    pf_task_submit(tasks, n);
+    return n;
+}
+
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct plan *p, struct held *h) {
     char *user = (char *)p->x->host + h->off;
     int h2d = p->x->dir == PF_DIR_H2D;
-    size_t task = task_size(h->len);
     h->phase = COPYING;
-    h->ntasks = 0;
-    for (size_t done = 0; done < h->len; done += task) {
-        struct pf_task *t = &h->tasks[h->ntasks++];
-        t->dst = h2d ? h->s->mem + done : user + done;
-        t->src = h2d ? (const void *)(user + done) : h->s->mem + done;
-        t->len = h->len - done < task ? h->len - done : task;
-        t->kind = p->kind;
-    }
-    pf_task_submit(h->tasks, h->ntasks);
+    h->ntasks = cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind);
 }
 
 /* What the debug log tells of a chunk's finished tasks. */
@@ -337,6 +342,108 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
     return err;
 }
 
+/* An asynchronous pageable D2H (PINFAST_ASYNC_D2H): each chunk lands in a
+ * slot on the caller's stream, and a stream callback moves it into the
+ * program's memory when the stream gets there, so the call returns at once,
+ * as it does for pinned memory.  cuStreamAddCallback, not cuLaunchHostFunc:
+ * its callback runs even after a device error, so the slot always comes back. */
+struct landing {
+    struct context *c;
+    struct slot *s;
+    int range; /* the pending host range */
+    char *dst;
+    size_t len;
+    enum pf_copy_kind kind;
+    struct pf_task tasks[MAX_SPLIT];
+};
+
+static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
+    (void)stream;
+    struct landing *l = arg;
+    if (status == CUDA_SUCCESS) {
+        int n = cut(l->tasks, l->dst, l->s->mem, l->len, l->kind);
+        for (int i = 0; i < n; i++)
+            pf_task_wait(&l->tasks[i]);
+    }
+    pf_pending_release(l->range);
+    struct context *c = l->c;
+    pthread_mutex_lock(&c->lock);
+    l->s->fenced = 0; /* whatever the fence waited for came before this DMA */
+    l->s->busy = 0;
+    c->landing--;
+    pthread_cond_broadcast(&c->freed);
+    pthread_mutex_unlock(&c->lock);
+    free(l);
+}
+
+/* A free slot for a landing, if landings hold fewer than half the slots:
+ * the other half stays for the copies of other streams, which must never
+ * wait on this stream's progress. */
+static struct slot *take_landing_slot(struct context *c) {
+    struct slot *s = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->nslots && !s && c->landing < (c->nslots + 1) / 2; i++)
+        if (!c->slots[i].busy) {
+            s = &c->slots[i];
+            s->busy = 1;
+            c->landing++;
+        }
+    pthread_mutex_unlock(&c->lock);
+    return s;
+}
+
+static void drop_landing_slot(struct context *c, struct slot *s) {
+    struct held h = {.s = s};
+    pthread_mutex_lock(&c->lock);
+    c->landing--;
+    pthread_mutex_unlock(&c->lock);
+    release(c, &h, 1);
+}
+
+/* Issues landings for a prefix of the copy; returns its length.  The rest
+ * (no slot free under the cap, the range table full, no memory) is staged
+ * synchronously by the caller. */
+static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind kind,
+                   CUresult *err) {
+    int range = pf_pending_begin(x->host, x->bytes);
+    if (range < 0)
+        return 0;
+    size_t off = 0;
+    while (off < x->bytes && !*err) {
+        struct slot *s = take_landing_slot(c);
+        if (!s)
+            break;
+        struct landing *l = malloc(sizeof *l);
+        if (!l) {
+            drop_landing_slot(c, s);
+            break;
+        }
+        *l = (struct landing){.c = c, .s = s, .range = range, .dst = (char *)x->host + off,
+                              .len = x->bytes - off < c->slot_size ? x->bytes - off : c->slot_size,
+                              .kind = kind};
+        CUresult r = s->fenced ? PF_CALL(cuStreamWaitEvent, x->stream, s->ev, 0) : CUDA_SUCCESS;
+        if (r == CUDA_SUCCESS)
+            r = PF_CALL(cuMemcpyDtoHAsync_v2, s->mem, x->dev + off, l->len, x->stream);
+        if (r != CUDA_SUCCESS) {
+            *err = r;
+        } else {
+            pf_pending_hold(range);
+            if (PF_CALL(cuStreamAddCallback, x->stream, landed, l, 0) == CUDA_SUCCESS) {
+                off += l->len;
+                continue;
+            }
+            /* no callback: let the DMA finish; the caller redoes this chunk */
+            pf_pending_release(range);
+            *err = PF_CALL(cuStreamSynchronize, x->stream);
+        }
+        free(l);
+        drop_landing_slot(c, s);
+        break;
+    }
+    pf_pending_release(range);
+    return off;
+}
+
 /* Why a copy may not be staged, checked before touching anything, so that a
  * copy the driver would reject reaches the driver and gets its own error. */
 static int stageable(const struct pf_xfer *x, uint64_t mark[2]) {
@@ -377,8 +484,18 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
      * (44.9 vs 49.2): engine sweep v5 in docs/results */
     if (p.kind == PF_COPY_AUTO)
         p.kind = x->bytes < AUTO_STREAM_BELOW ? PF_COPY_STREAM : PF_COPY_MEMCPY;
+    struct pf_xfer rest = *x;
+    size_t landed_bytes = 0;
+    *result = CUDA_SUCCESS;
+    if (x->dir == PF_DIR_D2H && x->async && o->async_d2h) {
+        landed_bytes = land(x, c, p.kind, result);
+        rest.dev += landed_bytes;
+        rest.host = (char *)rest.host + landed_bytes;
+        rest.bytes -= landed_bytes;
+        p.x = &rest;
+    }
     int want = c->nslots > 1 ? c->nslots / 2 : 1, chunks = 0;
-    for (size_t off = 0, r = p.ramp; off < x->bytes && chunks < want; chunks++) {
+    for (size_t off = 0, r = p.ramp; off < rest.bytes && chunks < want; chunks++) {
         off += r;
         r = r * 2 < p.chunk ? r * 2 : p.chunk;
     }
@@ -394,23 +511,28 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
             return 1;
         }
     }
-    uint64_t t2 = pf_now_ns();
+    uint64_t t2 = pf_now_ns(), t3 = t2;
     struct held h[MAX_SLOTS / 2 + 1];
-    int nh = acquire(c, h, want);
-    uint64_t t3 = pf_now_ns();
-    *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
-    release(c, h, nh);
+    int nh = 0;
+    if (rest.bytes && *result == CUDA_SUCCESS) {
+        nh = acquire(c, h, want);
+        t3 = pf_now_ns();
+        *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
+        release(c, h, nh);
+    }
     pf_workers_active(-1);
     __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
     if (pf_log_level() >= PF_DEBUG) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
-               "staged %s %zu B: %d chunks, %d tasks (%d by the caller), %d slots; "
+               "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots; "
                "%d of %d workers asleep; us: classify %.1f capture %.1f range %.1f context %.1f "
                "wake %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
-               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, p.nchunks, p.ntasks, p.helped, nh,
-               asleep, workers, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3, (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3, (t3 - t2) / 1e3,
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, landed_bytes, p.nchunks, p.ntasks, p.helped, nh,
+               asleep, workers, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
+               (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3,
+               (t3 - t2) / 1e3,
                p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
                p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
     }
@@ -429,6 +551,7 @@ void pf_engine_stats(struct pf_engine_stats *out) {
 void pf_engine_forked(void) {
     /* the parent's contexts are unusable here; their memory stays mapped */
     ncontexts = 0;
+    pf_pending_forked();
     staged_copies = staged_bytes = pinned_bytes = 0;
     pthread_mutex_init(&contexts_lock, NULL);
     pf_workers_forked();

@@ -55,6 +55,8 @@ static const struct option table[] = {
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
      "pinned staging memory per CUDA context; 0 disables staging"},
+    {"PINFAST_ASYNC_D2H", K_BOOL, F(async_d2h), "0", 0, 1, NULL,
+     "1: a pageable cuMemcpyDtoHAsync returns before its data lands (see docs/options.md)"},
     {"PINFAST_POOL", K_SIZE, F(pool_idle), "1G", 0, 1LL << 40, NULL,
      "freed pinned memory kept for reuse by later allocations; 0: no cache"},
     {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "auto", 0, 0, copy_names,

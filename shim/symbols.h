@@ -40,7 +40,8 @@
     X(cuPointerGetAttributes) X(cuMemGetAddressRange_v2)                       \
     X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamGetCtx)            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \
-    X(cuEventQuery) X(cuEventDestroy_v2)
+    X(cuEventQuery) X(cuEventDestroy_v2)                                      \
+    X(cuStreamAddCallback) X(cuStreamWaitEvent)
 
 #define PF_ENUM_(name) PF_S_##name,
 enum pf_symbol { PF_WRAPPED(PF_ENUM_) PF_NWRAPPED, PF_INTERNAL_FIRST_ = PF_NWRAPPED - 1,

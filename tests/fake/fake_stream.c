@@ -582,6 +582,37 @@ FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *use
     return launch_host_func(hStream, fn, userData, 1);
 }
 
+/* A stream callback is a host function that passes on the stream and the
+ * stream's status, which on the fake is always success. */
+struct callback {
+    CUstreamCallback fn;
+    CUstream stream;
+    void *user;
+};
+
+static void CUDA_CB run_callback(void *arg)
+{
+    struct callback *cb = arg;
+    cb->fn(cb->stream, CUDA_SUCCESS, cb->user);
+    free(cb);
+}
+
+FAKE_API CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback fn, void *userData,
+                                      unsigned int flags)
+{
+    FAKE_ENTER();
+    if (!fn || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct callback *cb = malloc(sizeof *cb);
+    if (!cb)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *cb = (struct callback){fn, hStream, userData};
+    CUresult r = launch_host_func(hStream, run_callback, cb, 0);
+    if (r)
+        free(cb);
+    return r;
+}
+
 /* ---- events ------------------------------------------------------------------ */
 FAKE_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {

@@ -1,0 +1,24 @@
+/* Host ranges that an asynchronous pageable D2H has yet to write (see
+ * PINFAST_ASYNC_D2H).  Every copy that reads or writes host memory waits for
+ * the ranges it overlaps, so a program sees its copies in the order the plain
+ * driver would have completed them. */
+#ifndef PINFAST_PENDING_H
+#define PINFAST_PENDING_H
+
+#include <stddef.h>
+
+/* Registers [p, p+n) held once by the caller; -1 if the table is full. */
+int pf_pending_begin(void *p, size_t n);
+
+/* One more / one less hold on a range; the last release removes it. */
+void pf_pending_hold(int range);
+void pf_pending_release(int range);
+
+/* Returns once no range overlapping [p, p+n) is pending; n = (size_t)-1
+ * waits for every range. */
+void pf_pending_wait(const void *p, size_t n);
+
+/* In a forked child: the parent's copies never land here. */
+void pf_pending_forked(void);
+
+#endif
