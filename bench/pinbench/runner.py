@@ -79,7 +79,7 @@ def parse_output(stdout):
 
 def command(w, build_dir, quick, pinned):
     if w.kind == "cuda":
-        cmd = [os.path.join(build_dir, "cuda", w.name)]
+        cmd = [os.path.join(build_dir, "cuda", w.target or w.name)]
     else:
         cmd = [sys.executable, os.path.join(ROOT, "bench", "py", w.name + ".py")]
     cmd += w.args(quick)
@@ -153,7 +153,7 @@ def build(build_dir, workloads, need_lib, log):
         log("configuring %s" % build_dir)
         if subprocess.run(["cmake", "-S", ROOT, "-B", build_dir]).returncode != 0:
             return False
-    targets = [w.target or w.name for w in workloads if w.kind == "cuda"]
+    targets = list(dict.fromkeys(w.target or w.name for w in workloads if w.kind == "cuda"))
     if need_lib:
         targets.insert(0, "pinfast")
     if not targets:

@@ -13,7 +13,7 @@ class Workload:
     has_pinned: bool = True       # accepts --pinned (the "pinned" variant)
     est_s: float = 10.0           # rough seconds per run, full size
     est_quick_s: float = 3.0      # rough seconds per run, --quick
-    target: str = field(default="")  # CMake target, defaults to name
+    target: str = field(default="")  # CMake target and program, defaults to name
 
     def variants(self):
         return ("plain", "pinfast", "pinned") if self.has_pinned else ("plain", "pinfast")
@@ -25,6 +25,7 @@ class Workload:
 _SWEEP_QUICK = ("--max-size", "64M", "--budget", "64M", "--max-reps", "20")
 _PIPE_QUICK = ("--batch-bytes", "4M", "--batches", "16", "--reps", "2")
 _BIDIR_QUICK = ("--bytes", "64M", "--iters", "4", "--reps", "2")
+_MULTIGPU_QUICK = ("--sizes", "1M,64M", "--batch", "64M", "--reps", "3")
 
 WORKLOADS = [
     Workload("sweep", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=3),
@@ -41,6 +42,9 @@ WORKLOADS = [
     Workload("compute", "cuda", ("--launches", "50"), has_pinned=False, est_s=3, est_quick_s=1.5),
     Workload("bidir", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),
     Workload("bidir_ptds", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),
+    Workload("multigpu", "cuda", _MULTIGPU_QUICK, est_s=15, est_quick_s=4),
+    Workload("multigpu_procs", "cuda", _MULTIGPU_QUICK + ("--procs",), ("--procs",), est_s=15,
+             est_quick_s=5, target="multigpu"),
     Workload("torch_copy", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
     Workload("torch_train", "py", ("--samples", "512", "--epochs", "2"), est_s=20, est_quick_s=10),
     Workload("cupy_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=5),

@@ -58,6 +58,13 @@ class TestEnv(unittest.TestCase):
         env = runner.build_env({"LD_PRELOAD": "/a/libpinfast.so"}, "pinned", "/b/libpinfast.so")
         self.assertNotIn("LD_PRELOAD", env)
 
+    def test_command_runs_the_target_program(self):
+        w = workloads.BY_NAME["multigpu_procs"]
+        cmd = runner.command(w, "/b", quick=True, pinned=True)
+        self.assertEqual(cmd[0], "/b/cuda/multigpu")
+        self.assertEqual(cmd[-2:], ["--procs", "--pinned"])
+        self.assertEqual(runner.command(workloads.BY_NAME["multigpu"], "/b", False, False), ["/b/cuda/multigpu"])
+
     def test_parse_output_takes_the_workload_line(self):
         out = 'noise\n{"workload": "x", "measurements": []}\n{"other": 1}\n'
         self.assertEqual(runner.parse_output(out)["workload"], "x")

@@ -138,18 +138,17 @@ static int count(struct p *p, const char *name, long long *out)
 }
 
 /* "staging":{copies, bytes, pinned_bytes, contexts, threads, copy_cpu_seconds,
- * cpu_seconds_per_gib}: the keys and their order are checked, values dropped */
-static int staging(struct p *p)
+ * cpu_seconds_per_gib}: the counters are kept, the CPU times only checked */
+static int staging(struct p *p, struct rep_staging *w)
 {
-    static const char *const ints[] = { "copies", "bytes", "pinned_bytes", "contexts", "threads" };
-    long long v;
     double d;
-    if (key(p, "staging") || lit(p, '{'))
-        return -1;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (count(p, ints[i], &v) || lit(p, ','))
-            return -1;
-    if (key(p, "copy_cpu_seconds") || num(p, &d) || lit(p, ',') ||
+    if (key(p, "staging") || lit(p, '{') ||
+        count(p, "copies", &w->copies) || lit(p, ',') ||
+        count(p, "bytes", &w->bytes) || lit(p, ',') ||
+        count(p, "pinned_bytes", &w->pinned_bytes) || lit(p, ',') ||
+        count(p, "contexts", &w->contexts) || lit(p, ',') ||
+        count(p, "threads", &w->threads) || lit(p, ',') ||
+        key(p, "copy_cpu_seconds") || num(p, &d) || lit(p, ',') ||
         key(p, "cpu_seconds_per_gib") || num(p, &d))
         return -1;
     return lit(p, '}');
@@ -238,7 +237,7 @@ int report_parse(const char *text, struct report *r)
     if (rows(&p, "transfer", r->t, sizeof r->t[0], COUNT(r->t), &r->nt, transfer_row) ||
         lit(&p, ']') || lit(&p, ',') || key(&p, "allocations") || lit(&p, '[') ||
         rows(&p, "allocation", r->a, sizeof r->a[0], COUNT(r->a), &r->na, allocation_row) ||
-        lit(&p, ']') || lit(&p, ',') || staging(&p) || lit(&p, ',') || pool(&p, &r->pool))
+        lit(&p, ']') || lit(&p, ',') || staging(&p, &r->staging) || lit(&p, ',') || pool(&p, &r->pool))
         return -1;
     ws(&p);
     while (*p.s == ',') { /* further sections: "summary", "histogram", "advice", ... */

@@ -1,8 +1,7 @@
 /* report.h - reader for pinfast's JSON exit report (schema pinfast-report/1).
  * Checks the format strictly: key names and their order in each row, one row
  * object per line, then the "staging" and "pool" sections with their keys in
- * order (the pool's counters are kept; staging is only checked); sections
- * after "pool" are skipped. */
+ * order (both kept); sections after "pool" are skipped. */
 #ifndef PFT_REPORT_H
 #define PFT_REPORT_H
 struct rep_row {
@@ -17,6 +16,9 @@ struct rep_alloc {
     long long bytes;
     double seconds;
 };
+struct rep_staging {
+    long long copies, bytes, pinned_bytes, contexts, threads;
+};
 struct rep_pool {
     long long hits, misses, idle_bytes, peak_idle_bytes, trimmed;
     double saved_seconds, sync_seconds;
@@ -29,6 +31,7 @@ struct report {
     int nt;
     struct rep_alloc a[64];
     int na;
+    struct rep_staging staging;
     struct rep_pool pool;
     char err[160];
 };
