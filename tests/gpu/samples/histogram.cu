@@ -1,4 +1,4 @@
-// histogram: 256 bins over 16 MiB + 3 random bytes, per-block shared-memory
+// histogram: 256 bins over 16 MiB + 3 (or N: histogram N) random bytes, per-block shared-memory
 // bins merged with atomics; exact against the CPU, and the bins sum to n.
 #include "check.h"
 
@@ -13,9 +13,9 @@ __global__ void hist(const unsigned char *x, size_t n, unsigned *bins)
     atomicAdd(&bins[threadIdx.x], local[threadIdx.x]);
 }
 
-int main()
+int main(int argc, char **argv)
 {
-    const size_t n = (16 << 20) + 3;
+    const size_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : (16 << 20) + 3;
     unsigned char *h = (unsigned char *)malloc(n);
     uint64_t s = 15;
     rng_fill(&s, h, n);

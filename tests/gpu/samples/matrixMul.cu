@@ -1,4 +1,4 @@
-// matrixMul: C = A * B for 384x384 floats with a shared-memory tiled kernel,
+// matrixMul: C = A * B for 384x384 floats (or N x N: matrixMul N) with a shared-memory tiled kernel,
 // against a CPU reference in double precision (relative error 1e-4).
 #include <math.h>
 
@@ -22,9 +22,9 @@ __global__ void matmul(const float *A, const float *B, float *C, int n)
     C[row * n + col] = acc;
 }
 
-int main()
+int main(int argc, char **argv)
 {
-    const int n = 384; // a multiple of TILE
+    const int n = argc > 1 ? atoi(argv[1]) / TILE * TILE : 384; // a multiple of TILE
     size_t bytes = (size_t)n * n * sizeof(float);
     float *A = (float *)malloc(bytes), *B = (float *)malloc(bytes), *C = (float *)malloc(bytes);
     uint64_t s = 12;

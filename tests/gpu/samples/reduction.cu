@@ -1,4 +1,4 @@
-// reduction: the sum of 2^22 random 32-bit integers (64-bit total), a block
+// reduction: the sum of 2^22 (or N: reduction N) random 32-bit integers (64-bit total), a block
 // tree in shared memory then one atomic per block; exact against the CPU.
 // The input is read back too, so both directions are staged.
 #include "check.h"
@@ -20,9 +20,9 @@ __global__ void reduce(const unsigned *in, int n, unsigned long long *out)
         atomicAdd(out, part[0]);
 }
 
-int main()
+int main(int argc, char **argv)
 {
-    const int n = 1 << 22;
+    const int n = argc > 1 ? atoi(argv[1]) : 1 << 22;
     size_t bytes = n * sizeof(unsigned);
     unsigned *h = (unsigned *)malloc(bytes), *back = (unsigned *)malloc(bytes);
     uint64_t s = 13;

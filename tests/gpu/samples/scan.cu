@@ -1,4 +1,4 @@
-// scan: inclusive prefix sum of 2^18 - 5 random 32-bit integers (wrapping),
+// scan: inclusive prefix sum of 2^18 - 5 (or N < 2^18: scan N) random 32-bit integers (wrapping),
 // in three passes (scan each block, scan the block totals, add them back);
 // exact against the CPU.
 #include "check.h"
@@ -31,9 +31,10 @@ __global__ void add_back(unsigned *x, int n, const unsigned *sums)
         x[i] += sums[blockIdx.x - 1];
 }
 
-int main()
+int main(int argc, char **argv)
 {
-    const int n = (1 << 18) - 5, nb = (n + B - 1) / B; // nb <= B: one block scans the totals
+    int n = argc > 1 && atoi(argv[1]) < B * B ? atoi(argv[1]) : (1 << 18) - 5;
+    const int nb = (n + B - 1) / B; // nb <= B: one block scans the totals
     size_t bytes = n * sizeof(unsigned);
     unsigned *h = (unsigned *)malloc(bytes), *out = (unsigned *)malloc(bytes);
     uint64_t s = 14;

@@ -1,4 +1,4 @@
-// transpose: a 1000x1500 float matrix (not a multiple of the tile) through a
+// transpose: a 1000x1500 float matrix (or R x 1.5R: transpose R) (not a multiple of the tile) through a
 // shared-memory tile with padding against bank conflicts; exact.
 #include "check.h"
 
@@ -18,9 +18,9 @@ __global__ void transpose(const float *in, float *out, int rows, int cols)
             out[(size_t)(y + j) * rows + x] = tile[threadIdx.x][threadIdx.y + j];
 }
 
-int main()
+int main(int argc, char **argv)
 {
-    const int rows = 1000, cols = 1500;
+    const int rows = argc > 1 ? atoi(argv[1]) : 1000, cols = rows * 3 / 2;
     size_t bytes = (size_t)rows * cols * sizeof(float);
     float *in = (float *)malloc(bytes), *out = (float *)malloc(bytes);
     uint64_t s = 16;
