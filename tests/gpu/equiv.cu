@@ -17,8 +17,8 @@
 // before a stream touches it, that stream is ordered after them (event
 // record/wait or a synchronisation); before the host touches it, the host
 // waits for them.  Relied upon, because the CUDA documentation ("API
-// synchronization behavior") promises it: a pageable source of a 1-D copy,
-// sync or async, may be reused when the call returns; a sync copy is done
+// synchronization behavior") promises it: a pageable source of a 1-D copy
+// to device memory, sync or async, may be reused when the call returns; a sync copy is done
 // with its pageable or pinned host operand when it returns.  Everything else
 // is treated as pending until a synchronisation.
 //
@@ -231,7 +231,8 @@ static void copy_model(struct gen *g, const struct op *o, int before)
             else
                 order_after(g, s, b);
         } else {
-            int done = IS_SYNC(o->api) ? hostsync : side == 0 && pageable && !IS_2D(o->api);
+            int to_dev = g->p->b[o->dst].kind == B_DEV;
+            int done = IS_SYNC(o->api) ? hostsync : side == 0 && pageable && to_dev && !IS_2D(o->api);
             if (!done || managed)
                 g->pend[b] |= 1u << s;
         }

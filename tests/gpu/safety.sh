@@ -84,7 +84,9 @@ for bin in equiv equiv_ptds equiv_shared; do
     run3 "$bin" 300 "$B/$bin" "${EQUIV_SEED:-1}" "${EQUIV_N:-40}"
     tail -1 "$W/$bin.plain"
     d=$(differences "$bin" '^program ')
-    fails=$(cat "$W/$bin".plain "$W/$bin".pinfast* | grep -c '^FAIL')
+    # FAIL lines (a call checked outside the program failed) and calls of the program that failed
+    fails=$(cat "$W/$bin.plain" "$W/$bin.pinfast" "$W/$bin.pinfast-min0" |
+            awk '/^FAIL/ {n++} / failed calls$/ {n += $(NF - 2)} END {print n + 0}')
     progs=$(grep -c '^program ' "$W/$bin.plain")
     ops=$(sed -n 's/.*programs, \([0-9]*\) operations.*/\1/p' "$W/$bin.plain")
     if [ "$d" -gt 0 ]; then # the first differing programs, in full
