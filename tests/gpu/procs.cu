@@ -4,6 +4,8 @@
 //                   and exits (its exit must not hang nor touch the parent's
 //                   CUDA state); the parent's copies still verify
 //   fork-exec       a forked child execs this program, which uses CUDA itself
+//   fork-first      a process that has not used CUDA forks; the child stages
+//                   copies (a server or a Python pool forking its workers)
 //   exit-inflight   a process whose thread copies 256 MiB calls exit() from
 //                   main meanwhile: it must end with status 0, not crash or hang
 //   threads-32      32 threads copy pageable buffers at once, each verified
@@ -96,6 +98,18 @@ static int cuda_child(void)
 {
     size_t bad = roundtrip(16 * MiB + 3, cudaStreamPerThread, 3);
     return bad != 0;
+}
+
+// run by a fresh process: fork before any CUDA call, the child copies
+static int fork_first(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(roundtrip(8 * MiB + 1, cudaStreamLegacy, 4) != 0);
+    int status;
+    waitpid(pid, &status, 0);
+    return !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 static volatile int copying;
@@ -203,6 +217,8 @@ int main(int argc, char **argv)
         return cuda_child();
     if (argc == 2 && !strcmp(argv[1], "exit-inflight"))
         return exit_inflight();
+    if (argc == 2 && !strcmp(argv[1], "fork-first"))
+        return fork_first();
     // resolve our own path now: /proc/self/exe in a child is the child's
     static char path[4096];
     ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -211,17 +227,18 @@ int main(int argc, char **argv)
     path[len] = 0;
     self = path;
     CK(cudaFree(0));
-    struct { const char *name; int ok; } r[5];
+    struct { const char *name; int ok; } r[6];
     r[0].name = "fork-nocuda", r[0].ok = fork_nocuda();
     r[1].name = "fork-exec", r[1].ok = run_self("cuda-child", 120) == 0;
     r[2].name = "exit-inflight", r[2].ok = run_self("exit-inflight", 120) == 0;
     r[3].name = "threads-32", r[3].ok = threads32();
     r[4].name = "signals", r[4].ok = signals();
+    r[5].name = "fork-first", r[5].ok = run_self("fork-first", 60) == 0;
     int failed = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         printf("%s procs %s\n", r[i].ok ? "PASS" : "FAIL", r[i].name);
         failed += !r[i].ok;
     }
-    printf("procs: 5 checks, %d failed\n", failed);
+    printf("procs: 6 checks, %d failed\n", failed);
     return failed;
 }
