@@ -50,7 +50,7 @@ echo "# $(date -u +%F' '%T) $(nvidia-smi --query-gpu=name,driver_version --forma
 T0=$SECONDS
 ROWS=()
 FAILED=0
-row() { # suite cases differences sanitizer-errors
+row() { # suite cases differences-and-failures sanitizer-errors
     ROWS+=("$(printf '| %-38s | %7s | %11s | %16s |' "$1" "$2" "$3" "$4")")
     [ "$3" = 0 ] && { [ "$4" = 0 ] || [ "$4" = - ]; } || FAILED=1
     echo "-> $1: $2 cases, $3 differences, sanitizer errors $4 ($((SECONDS - T0)) s so far)"
@@ -58,14 +58,20 @@ row() { # suite cases differences sanitizer-errors
 # the three configurations every comparison runs: name and environment
 CONFIGS=("plain|-u LD_PRELOAD" "pinfast|LD_PRELOAD=$LIB PINFAST_STATS=off"
          "pinfast-min0|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0")
-# run3 NAME LIMIT CMD...: the command under each configuration, outputs in $W/NAME.CONFIG
+# run3 NAME LIMIT CMD...: the command under each configuration, outputs in
+# $W/NAME.CONFIG; BAD_RC: how many runs failed (exit status other than 0 and 77, skipped)
 run3() {
-    local name=$1 limit=$2; shift 2
+    local name=$1 limit=$2 c rc; shift 2
+    BAD_RC=0
     for c in "${CONFIGS[@]}"; do
         env ${c#*|} timeout "$limit" "$@" > "$W/$name.${c%%|*}" 2> "$W/$name.${c%%|*}.err"
-        echo "$name ${c%%|*}: rc=$?"
+        rc=$?
+        echo "$name ${c%%|*}: rc=$rc"
+        [ "$rc" = 0 ] || [ "$rc" = 77 ] || BAD_RC=$((BAD_RC + 1))
     done
 }
+# FAIL lines in the three runs of NAME
+fails() { cat "$W/$1.plain" "$W/$1.pinfast" "$W/$1.pinfast-min0" | grep -c '^FAIL'; }
 # the number of lines matching a pattern that differ between plain and each
 # pinfast run (a changed line counts once); the first of them go to the log
 differences() {
@@ -84,9 +90,8 @@ for bin in equiv equiv_ptds equiv_shared; do
     run3 "$bin" 300 "$B/$bin" "${EQUIV_SEED:-1}" "${EQUIV_N:-40}"
     tail -1 "$W/$bin.plain"
     d=$(differences "$bin" '^program ')
-    # FAIL lines (a call checked outside the program failed) and calls of the program that failed
-    fails=$(cat "$W/$bin.plain" "$W/$bin.pinfast" "$W/$bin.pinfast-min0" |
-            awk '/^FAIL/ {n++} / failed calls$/ {n += $(NF - 2)} END {print n + 0}')
+    # failed runs (a failed call of the program makes one), FAIL lines
+    fails=$((BAD_RC + $(fails "$bin")))
     progs=$(grep -c '^program ' "$W/$bin.plain")
     ops=$(sed -n 's/.*programs, \([0-9]*\) operations.*/\1/p' "$W/$bin.plain")
     if [ "$d" -gt 0 ]; then # the first differing programs, in full
@@ -100,13 +105,12 @@ done
 echo "== 2. error parity"
 run3 errors "${ERR_LIMIT:-240}" "$B/errors_gpu" "${ERR_JOBS:-8}"
 tail -1 "$W/errors.plain"
-row "errors_gpu" "$(grep -c ' -> ' "$W/errors.plain")" "$(differences errors ' -> ')" -
+row "errors_gpu" "$(grep -c ' -> ' "$W/errors.plain")" "$(( $(differences errors ' -> ') + BAD_RC ))" -
 
 echo "== 3. processes, threads, signals"
 run3 procs 300 "$B/procs"
 cat "$W/procs.pinfast"
-fails=$(grep -c '^FAIL' "$W/procs.pinfast" "$W/procs.pinfast-min0" | awk -F: '{s += $2} END {print s}')
-row "procs" "$(grep -c '^PASS\|^FAIL' "$W/procs.plain")" "$(( $(differences procs '^(PASS|FAIL)') + fails ))" -
+row "procs" "$(grep -c '^PASS\|^FAIL' "$W/procs.plain")" "$(( $(differences procs '^(PASS|FAIL)') + BAD_RC + $(fails procs) ))" -
 
 echo "== 4. sample programs"
 cases=0 d=0
@@ -114,7 +118,7 @@ for s in $SAMPLES; do
     run3 "$s" 120 "$B/samples/$s"
     cat "$W/$s.pinfast"
     cases=$((cases + 1))
-    d=$((d + $(differences "$s" '^(PASS|FAIL)') + $(cat "$W/$s".pinfast* | grep -c '^FAIL')))
+    d=$((d + $(differences "$s" '^(PASS|FAIL)') + BAD_RC + $(fails "$s")))
 done
 row "samples" "$cases" "$d" -
 
@@ -124,7 +128,7 @@ tail -2 "$W/torch.plain"
 if grep -q '^SKIP' "$W/torch.plain"; then
     row "torch_determinism (skipped)" 0 0 -
 else
-    row "torch_determinism" "$(grep -c '^step ' "$W/torch.plain")" "$(differences torch '^(step|parameters) ')" -
+    row "torch_determinism" "$(grep -c '^step ' "$W/torch.plain")" "$(( $(differences torch '^(step|parameters) ') + BAD_RC ))" -
 fi
 
 # sanitize TOOL NAME CMD...: one program under compute-sanitizer and pinfast
@@ -169,7 +173,7 @@ sanitize racecheck pipeline "$B/pipeline" --batch-bytes 1M --batches 4 --reps 1
 row "racecheck (samples, pipeline)" "$SCASES" 0 "$SERR"
 
 echo
-printf '| %-38s | %7s | %11s | %16s |\n' suite cases differences "sanitizer errors"
+printf '| %-38s | %7s | %11s | %16s |\n' suite cases "diffs+failures" "sanitizer errors"
 echo "|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo "total $((SECONDS - T0)) s; each suite ran plain, under pinfast, and under pinfast with PINFAST_MIN_SIZE=0"
