@@ -80,7 +80,7 @@ struct op {
     size_t doff, soff, off, n;          // 1-D: n bytes; 2D: n = width
     size_t h, dpitch, spitch;           // 2D
     unsigned a, b;                      // kernel
-    uint64_t salt;
+    uint64_t salt;                      // host overwrite
 };
 
 struct buf { enum bkind kind; size_t cap; int owner; size_t mis; };
@@ -248,7 +248,6 @@ static void gen_copy(struct gen *g)
     o.ptds = !IS_RUNTIME(o.api) && chance(g, 50);
     o.s = (int)rr(g, 0, NSTREAMS - 1);
     o.as0 = chance(g, 40);
-    o.salt = rng_next(&g->rs);
     // direction: 0 H2D, 1 D2H, 2 D2D, 3 H2H
     int dir;
     switch (o.api) {
