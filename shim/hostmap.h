@@ -40,6 +40,7 @@ void pf_hostmap_touch(void);
 
 /* Held across fork() so the child never inherits a half-changed map. */
 void pf_hostmap_fork_prepare(void);
-void pf_hostmap_fork_done(void);
+void pf_hostmap_fork_done(void);   /* in the parent */
+void pf_hostmap_forked(void);      /* in the child: the lock made anew */
 
 #endif

@@ -16,7 +16,7 @@ static void parent(void) { pf_hostmap_fork_done(); }
 
 /* The child has none of the parent's threads and may not use its CUDA state. */
 static void child(void) {
-    pf_hostmap_fork_done();
+    pf_hostmap_forked();
     pf_engine_forked();
     pf_pool_forked();
     pf_trace_forked();
