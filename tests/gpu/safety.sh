@@ -58,6 +58,10 @@ row() { # suite cases differences-and-failures sanitizer-errors
 # the three configurations every comparison runs: name and environment
 CONFIGS=("plain|-u LD_PRELOAD" "pinfast|LD_PRELOAD=$LIB PINFAST_STATS=off"
          "pinfast-min0|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0")
+# ASYNC=1: a fourth, with asynchronous pageable D2H (PINFAST_ASYNC_D2H)
+[ "${ASYNC:-0}" = 1 ] &&
+    CONFIGS+=("pinfast-async|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0 PINFAST_ASYNC_D2H=1")
+NAMES=$(for c in "${CONFIGS[@]}"; do echo "${c%%|*}"; done)
 # run3 NAME LIMIT CMD...: the command under each configuration, outputs in
 # $W/NAME.CONFIG; BAD_RC: how many runs failed (exit status other than 0 and 77, skipped)
 run3() {
@@ -70,13 +74,14 @@ run3() {
         [ "$rc" = 0 ] || [ "$rc" = 77 ] || BAD_RC=$((BAD_RC + 1))
     done
 }
-# FAIL lines in the three runs of NAME
-fails() { cat "$W/$1.plain" "$W/$1.pinfast" "$W/$1.pinfast-min0" | grep -c '^FAIL'; }
+# FAIL lines in the runs of NAME
+fails() { for c in $NAMES; do cat "$W/$1.$c"; done | grep -c '^FAIL'; }
 # the number of lines matching a pattern that differ between plain and each
 # pinfast run (a changed line counts once); the first of them go to the log
 differences() {
     local name=$1 pat=$2 n=0 c d
-    for c in pinfast pinfast-min0; do
+    for c in $NAMES; do
+        [ "$c" = plain ] && continue
         diff <(grep -E "$pat" "$W/$name.plain") <(grep -E "$pat" "$W/$name.$c") > "$W/$name.$c.diff"
         d=$(awk '/^</ {a++} /^>/ {b++} END {print (a > b ? a : b) + 0}' "$W/$name.$c.diff")
         [ "$d" -gt 0 ] && { echo "$name: plain vs $c:"; head -20 "$W/$name.$c.diff"; } >&2
@@ -176,6 +181,6 @@ echo
 printf '| %-38s | %7s | %11s | %16s |\n' suite cases "diffs+failures" "sanitizer errors"
 echo "|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
-echo "total $((SECONDS - T0)) s; each suite ran plain, under pinfast, and under pinfast with PINFAST_MIN_SIZE=0"
+echo "total $((SECONDS - T0)) s; each suite ran under:" $NAMES
 [ "$FAILED" = 0 ] && echo "SAFETY PASS" || echo "SAFETY FAIL"
 exit "$FAILED"
