@@ -536,6 +536,9 @@ static int run_op(struct tstate *ts, const struct op *o)
 static void *thread_main(void *arg)
 {
     struct tstate *ts = (struct tstate *)arg;
+    // the runtime makes the primary context current in this thread; the
+    // driver-API copies of the program need it
+    CK(cudaFree(0));
     for (int i = 0; i < P.nops[ts->t]; i++)
         note(ts, ts->t, i, run_op(ts, &P.ops[ts->t][i]));
     for (int s = 0; s < NSTREAMS; s++) // the thread's work is done when it ends
