@@ -227,7 +227,8 @@ int report_parse(const char *text, struct report *r)
     double d;
     if (lit(&p, '{') || key(&p, "schema") || str(&p, r->schema, sizeof r->schema) || lit(&p, ','))
         return -1;
-    if (strcmp(r->schema, "pinfast-report/1") != 0)
+    /* 1.x: keys added at the end of schema 1 */
+    if (strcmp(r->schema, "pinfast-report/1") && strncmp(r->schema, "pinfast-report/1.", 17))
         return fail(&p, "schema \"%s\"", r->schema);
     if (key(&p, "pid") || num(&p, &d)) return -1;
     r->pid = (long)d;
