@@ -3,6 +3,7 @@
 #include "clock.h"
 #include "message.h"
 #include "engine.h"
+#include "latepin.h"
 #include "options.h"
 #include "pool.h"
 #include "trace.h"
@@ -56,6 +57,8 @@ void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum 
     add(&copies[api][dir][mem][path], bytes, ns, result);
     add(&sizes[dir][bucket(bytes)], bytes, ns, result);
     pf_callsite_copy(result ? 0 : bytes, ns);
+    if (!result && mem == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H))
+        pf_latepin_copy(bytes);
     if (pf_options()->trace)
         pf_trace(copy_names[api], dir_names[dir], mem_names[mem], path_names[path], bytes,
                  pf_now_ns() - ns, ns, result);
@@ -80,6 +83,7 @@ void pf_stats_reset(void) {
     memset(sizes, 0, sizeof sizes);
     memset(&trips, 0, sizeof trips);
     pf_callsite_reset();
+    pf_latepin_reset();
     used = 0;
     start_ns = pf_now_ns();
 }
@@ -240,6 +244,16 @@ static int advise(struct advice *adv, double wall) {
                  "allocate pinned buffers once and reuse them",
                  pl.hits + pl.misses, pl.hits, pl.saved_seconds),
             adv[n++].kind = "pinned-churn";
+    struct pf_latepin_stats lp;
+    pf_latepin_stats(&lp);
+    if (lp.bytes >= (64u << 20))
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu pinned allocations (%.1f MiB) had sizes already copied from pageable "
+                 "memory, holding up to %.1f MiB pinned beside the pageable buffers: pinning an "
+                 "existing buffer (tensor.pin_memory()) allocates and copies it; allocate it "
+                 "pinned from the start (pin_memory=True, cudaMallocHost)",
+                 (unsigned long long)lp.count, lp.bytes / 1048576.0, lp.peak_bytes / 1048576.0),
+            adv[n++].kind = "late-pinning";
     return n;
 }
 
