@@ -114,6 +114,8 @@ static struct counts *slot_for(void *const *f, int n) {
     return &other;
 }
 
+static int own(const void *ret) { return (uintptr_t)ret >= own_lo && (uintptr_t)ret < own_hi; }
+
 void pf_callsite_copy(size_t bytes, uint64_t ns) {
     int n = pf_options()->callsites;
     if (!n)
@@ -128,7 +130,9 @@ void pf_callsite_copy(size_t bytes, uint64_t ns) {
     pthread_once(&once, init);
     void *b[OWN_FRAMES + FRAMES];
     int got = backtrace(b, OWN_FRAMES + FRAMES), i = 0;
-    while (i < got && (uintptr_t)b[i] >= own_lo && (uintptr_t)b[i] < own_hi)
+    while (i < got && !own(b[i])) /* a sanitizer's interceptor of backtrace */
+        i++;
+    while (i < got && own(b[i]))
         i++;
     int kept = got - i < FRAMES ? got - i : FRAMES;
     if (kept > 0)

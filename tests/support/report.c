@@ -195,6 +195,10 @@ static int skip(struct p *p)
         } while (*p->s == ',' && p->s++);
         return lit(p, close);
     }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++)
+        if (!strncmp(p->s, words[i], strlen(words[i])))
+            return p->s += strlen(words[i]), 0;
     double d;
     return num(p, &d);
 }
