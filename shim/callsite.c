@@ -1,4 +1,4 @@
-/* A copy is walked with probability p = max(1/N, bytes/4 MiB, ns/256 us)
+/* A copy is walked with probability p = max(1/N, bytes/4 MiB, ns/1 ms)
  * (N = PINFAST_CALLSITES) and then counts 1/p times its calls, bytes and
  * time: an unbiased (Horvitz-Thompson) estimate whose error per site is
  * bounded in docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per
@@ -26,7 +26,7 @@
 #define FRAMES 6      /* return addresses kept: static cudart is ~3 deep */
 #define OWN_FRAMES 6  /* at most this many of pinfast's own are on top */
 #define ALWAYS_BYTES (4.0 * 1048576)
-#define ALWAYS_NS 256000.0
+#define ALWAYS_NS 1e6
 #define FIX 256 /* calls are kept in 1/256ths: weights are fractions */
 
 struct counts {
