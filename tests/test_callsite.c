@@ -11,6 +11,7 @@
 #include "t.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@
 static struct drv d;
 static CUdeviceptr dev;
 static unsigned char *host;
-static volatile int sink; /* a store after each call: no tail call hides a frame */
+static _Thread_local volatile int sink; /* a store after each call: no tail call hides a frame */
 
 /* noipa: not inlined, not cloned, not merged with an identical function */
 #define SITE __attribute__((noipa))
@@ -85,6 +86,40 @@ HUNDRED(1) HUNDRED(2) HUNDRED(3)
 #define ONE(i) many_##i,
 static int (*const many[MANY])(void) = {HUNDRED(1) HUNDRED(2) HUNDRED(3)};
 
+#define THREADS 4
+#define THREAD_COPIES 500
+
+SITE int copy_in_thread(void) {
+    int r = 0;
+    for (int i = 0; i < THREAD_COPIES && !r; i++)
+        r = d.MemcpyHtoD(dev, host, 128);
+    sink = r;
+    return r;
+}
+
+/* Threads that claim the same new sites at once, and share one. */
+static void *thread_main(void *ctx) {
+    if (d.CtxSetCurrent(ctx))
+        return ctx;
+    for (int i = 0; i < 100; i++)
+        if (many[i]())
+            return ctx;
+    return copy_in_thread() ? ctx : NULL;
+}
+
+static int threads(CUcontext ctx) {
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        if (pthread_create(&t[i], NULL, thread_main, ctx))
+            return 1;
+    int bad = 0;
+    for (int i = 0; i < THREADS; i++) {
+        void *res;
+        bad |= pthread_join(t[i], &res) || res;
+    }
+    return bad;
+}
+
 static int child(const char *mode) {
     CUcontext ctx;
     if (drv_load(&d, DRV_GPA, 0) || drv_context0(&d, &ctx) || d.MemAlloc(&dev, BIG))
@@ -101,6 +136,9 @@ static int child(const char *mode) {
             for (int i = 0; i < MANY; i++)
                 if (many[i]())
                     return 13;
+    } else if (!strcmp(mode, "threads")) {
+        if (threads(ctx))
+            return 15;
     } else if (copy_from_a() || copy_from_b() || copy_through_runtime() || copy_hidden()) {
         return 14;
     }
@@ -253,6 +291,26 @@ static void test_beyond_the_table(void **state) {
     free(r);
 }
 
+/* Four threads: the sites they share counted exactly, none lost. */
+static void test_threads(void **state) {
+    (void)state;
+    char *r = run("threads", "1", "json");
+    if (!r)
+        return;
+    struct site s;
+    assert_true(site_of(r, "copy_in_thread", &s));
+    assert_int_equal(s.calls, THREADS * THREAD_COPIES);
+    assert_int_equal(s.bytes, THREADS * THREAD_COPIES * 128);
+    for (int i = 0; i < 100; i++) {
+        char sym[32];
+        snprintf(sym, sizeof sym, "many_%d", 100 + i);
+        assert_true(site_of(r, sym, &s));
+        assert_int_equal(s.calls, THREADS);
+    }
+    assert_int_equal(count_of(r, "{\"library\":"), 101);
+    free(r);
+}
+
 /* The text report: top sites by bytes and by time. */
 static void test_text(void **state) {
     (void)state;
@@ -291,7 +349,8 @@ int main(int argc, char **argv) {
         return child(argv[2]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact), cmocka_unit_test(test_sampled),
-        cmocka_unit_test(test_beyond_the_table), cmocka_unit_test(test_text),
+        cmocka_unit_test(test_beyond_the_table), cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_text),
         cmocka_unit_test(test_off)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
