@@ -1,6 +1,7 @@
 /* The allocation entry points: counted, and host memory the program pins or
  * maps is recorded so that copies can tell it from pageable memory. */
 #include "api.h"
+#include "latepin.h"
 #include "pool.h"
 
 #define TIMED(api, bytes, call, on_success)                                    \
@@ -47,8 +48,10 @@ static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flag
             pf_pool_adopt(*pp, api, n, flags, pf_now_ns() - t0);
     }
     pf_stats_alloc(api, n, pf_now_ns() - t0, r);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS) {
         pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags);
+        pf_latepin_alloc(*pp, n);
+    }
     return r;
 }
 
@@ -94,7 +97,11 @@ PF_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dp, CUstream s) {
  * while pinfast acts) go back to the driver. */
 static CUresult free_host(void *p) {
     CUresult r;
-    return pf_pool_free(p, &r) ? r : PF_PASS(PF_S_cuMemFreeHost, cuMemFreeHost, p);
+    if (!pf_pool_free(p, &r))
+        r = PF_PASS(PF_S_cuMemFreeHost, cuMemFreeHost, p);
+    if (r == CUDA_SUCCESS)
+        pf_latepin_free(p);
+    return r;
 }
 
 PF_API CUresult cuMemFreeHost(void *p) { FREED(PF_API_FREE_HOST, p, free_host(p)); }

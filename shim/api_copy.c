@@ -3,6 +3,7 @@
 #include "api.h"
 #include "engine.h"
 #include "pending.h"
+#include "nvtx.h"
 #include "roundtrip.h"
 
 #define UNCLASSIFIED PF_MEM_COUNT
@@ -51,6 +52,7 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
     enum pf_mem host = dir == PF_DIR_H2D ? sk : dir == PF_DIR_D2H ? dk : sk;
     enum pf_path path = PF_PATH_PASSTHROUGH;
     CUresult r = CUDA_SUCCESS;
+    int noted = 0; /* an NVTX range was pushed for this copy */
     /* host memory the CPU can read without moving it (not managed memory) */
     int readable = host == PF_MEM_PAGEABLE || host == PF_MEM_PINNED;
     /* judged before the copy: an async H2D's source may change right after */
@@ -64,11 +66,19 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
             .stream = explicit_stream(s, ptds),
             .async = async,
         };
+        /* a profiler sees each copy pinfast tries to stage, and those it
+         * then had to pass through */
+        noted = pf_options()->stage && n >= pf_options()->min_size &&
+                pf_nvtx_push("stage", dir, n);
         if (pf_engine_copy(&x, &r))
             path = PF_PATH_STAGED;
+        pf_nvtx_pop(noted);
     }
-    if (path == PF_PATH_PASSTHROUGH)
+    if (path == PF_PATH_PASSTHROUGH) {
+        noted = noted && pf_nvtx_push("passthrough", dir, n);
         r = pass_linear(api, sym, dst, src, n, s);
+        pf_nvtx_pop(noted);
+    }
     pf_stats_copy(api, dir, host, path, n, pf_now_ns() - t0, r);
     if (r == CUDA_SUCCESS && back)
         pf_stats_round_trip(n);

@@ -21,6 +21,8 @@ struct pf_options {
     int copy_h2d, copy_d2h; /* enum pf_copy_kind of the host side of each direction */
     size_t pool_idle;       /* freed pinned memory the cache may keep; 0: no cache */
     int async_d2h;          /* pageable async D2H lands in stream callbacks */
+    int callsites;          /* walk the stack of 1 in N small copies; 0: no call sites */
+    int nvtx;               /* NVTX ranges around the copies pinfast stages */
 };
 
 const struct pf_options *pf_options(void);

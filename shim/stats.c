@@ -1,7 +1,9 @@
 #include "stats.h"
+#include "callsite.h"
 #include "clock.h"
 #include "message.h"
 #include "engine.h"
+#include "latepin.h"
 #include "options.h"
 #include "pool.h"
 #include "trace.h"
@@ -10,6 +12,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -53,6 +56,9 @@ void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum 
                    size_t bytes, uint64_t ns, int result) {
     add(&copies[api][dir][mem][path], bytes, ns, result);
     add(&sizes[dir][bucket(bytes)], bytes, ns, result);
+    pf_callsite_copy(result ? 0 : bytes, ns);
+    if (!result && mem == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H))
+        pf_latepin_copy(bytes);
     if (pf_options()->trace)
         pf_trace(copy_names[api], dir_names[dir], mem_names[mem], path_names[path], bytes,
                  pf_now_ns() - ns, ns, result);
@@ -76,6 +82,8 @@ void pf_stats_reset(void) {
     memset(allocs, 0, sizeof allocs);
     memset(sizes, 0, sizeof sizes);
     memset(&trips, 0, sizeof trips);
+    pf_callsite_reset();
+    pf_latepin_reset();
     used = 0;
     start_ns = pf_now_ns();
 }
@@ -236,6 +244,16 @@ static int advise(struct advice *adv, double wall) {
                  "allocate pinned buffers once and reuse them",
                  pl.hits + pl.misses, pl.hits, pl.saved_seconds),
             adv[n++].kind = "pinned-churn";
+    struct pf_latepin_stats lp;
+    pf_latepin_stats(&lp);
+    if (lp.bytes >= (64u << 20))
+        snprintf(adv[n].text, sizeof adv[n].text,
+                 "%llu pinned allocations (%.1f MiB) had sizes already copied from pageable "
+                 "memory, holding up to %.1f MiB pinned beside the pageable buffers: pinning an "
+                 "existing buffer (tensor.pin_memory()) allocates and copies it; allocate it "
+                 "pinned from the start (pin_memory=True, cudaMallocHost)",
+                 (unsigned long long)lp.count, lp.bytes / 1048576.0, lp.peak_bytes / 1048576.0),
+            adv[n++].kind = "late-pinning";
     return n;
 }
 
@@ -297,8 +315,67 @@ static void report_extras_text(struct out *o, double wall) {
         put(o, "pinfast: advice: %s\n", adv[i].text);
 }
 
+/* ---- where from ------------------------------------------------------------ */
+
+static struct pf_site sites[PF_CALLSITE_MAX]; /* 64 KiB: not on the stack */
+
+static int desc(uint64_t x, uint64_t y) { return (x < y) - (x > y); }
+static int by_bytes(const void *a, const void *b) {
+    const struct pf_site *x = a, *y = b;
+    return desc(x->bytes, y->bytes) ? desc(x->bytes, y->bytes) : desc(x->ns, y->ns);
+}
+static int by_time(const void *a, const void *b) {
+    const struct pf_site *x = a, *y = b;
+    return desc(x->ns, y->ns) ? desc(x->ns, y->ns) : desc(x->bytes, y->bytes);
+}
+
+static void callsites_json(struct out *o) {
+    struct pf_site rest;
+    int n = pf_callsite_collect(sites, PF_CALLSITE_MAX, &rest);
+    qsort(sites, (size_t)n, sizeof *sites, by_bytes);
+    put(o, ",\n\"callsites\":{\"sampling\":%d,\"sites\":[", pf_options()->callsites);
+    for (int i = 0; i < n; i++) {
+        const struct pf_site *s = &sites[i];
+        put(o,
+            "%s\n{\"library\":\"%s\",\"symbol\":\"%s\",\"offset\":%llu,\"address\":\"0x%llx\","
+            "\"calls\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"samples\":%llu,\"estimated\":%s}",
+            i ? "," : "", s->library, s->symbol, (unsigned long long)s->offset,
+            (unsigned long long)s->address, (unsigned long long)s->calls,
+            (unsigned long long)s->bytes, (double)s->ns * 1e-9, (unsigned long long)s->samples,
+            s->estimated ? "true" : "false");
+    }
+    put(o,
+        "\n],\n\"other\":{\"calls\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"samples\":%llu,"
+        "\"estimated\":%s}}",
+        (unsigned long long)rest.calls, (unsigned long long)rest.bytes, (double)rest.ns * 1e-9,
+        (unsigned long long)rest.samples, rest.estimated ? "true" : "false");
+}
+
+#define TOP_SITES 10
+
+static void callsites_text(struct out *o) {
+    struct pf_site rest;
+    int n = pf_callsite_collect(sites, PF_CALLSITE_MAX, &rest);
+    for (int pass = 0; pass < 2 && n; pass++) {
+        qsort(sites, (size_t)n, sizeof *sites, pass ? by_time : by_bytes);
+        put(o, "pinfast: where from, by %s (~: estimated from 1 in %d small copies):\n",
+            pass ? "time" : "bytes", pf_options()->callsites);
+        put(o, "pinfast:  %14s %11s %10s  %s\n", "bytes", "seconds", "calls", "site");
+        for (int i = 0; i < n && i < TOP_SITES; i++) {
+            const struct pf_site *s = &sites[i];
+            put(o, "pinfast: %c%14llu %11.6f %10llu  %s%s%s+0x%llx\n", s->estimated ? '~' : ' ',
+                (unsigned long long)s->bytes, (double)s->ns * 1e-9, (unsigned long long)s->calls,
+                s->library, s->symbol[0] ? " " : "", s->symbol, (unsigned long long)s->offset);
+        }
+    }
+    if (rest.samples)
+        put(o, "pinfast: sites beyond the first %d: %llu calls, %llu bytes, %.6f s\n",
+            PF_CALLSITE_MAX, (unsigned long long)rest.calls, (unsigned long long)rest.bytes,
+            (double)rest.ns * 1e-9);
+}
+
 static void report_json(struct out *o, double wall) {
-    put(o, "{\"schema\":\"pinfast-report/1\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
+    put(o, "{\"schema\":\"pinfast-report/1.1\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
     const char *sep = "\n";
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -342,6 +419,8 @@ static void report_json(struct out *o, double wall) {
         pl.hits, pl.misses, pl.idle_bytes, pl.peak_idle_bytes, pl.trimmed, pl.saved_seconds,
         pl.sync_seconds);
     report_extras_json(o, wall);
+    if (pf_options()->callsites)
+        callsites_json(o);
     put(o, "}\n");
 }
 
@@ -382,6 +461,8 @@ static void report_text(struct out *o, double wall) {
             pl.hits, pl.misses, pl.idle_bytes / 1048576.0, pl.peak_idle_bytes / 1048576.0,
             pl.trimmed, pl.saved_seconds, pl.sync_seconds);
     report_extras_text(o, wall);
+    if (pf_options()->callsites)
+        callsites_text(o);
 }
 
 void pf_stats_report(void) {

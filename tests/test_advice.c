@@ -152,12 +152,104 @@ static void test_trace_unwritable(void **state)
     sp_rmdir(dir);
 }
 
+/* Pinned buffers for data already in pageable memory, as
+ * tensor.pin_memory() makes them ("late"), or the same buffers allocated
+ * before any copy ("early"): after a copy of 24 MiB, three of 24 MiB, one of
+ * 32 MiB (the power of two above: PyTorch's rounding) and one of 16 MiB (no
+ * match), each filled and copied to the device; the late run then frees the
+ * first and pins 24 MiB again. */
+static int pinning(int late)
+{
+    static const size_t size[] = {24 * MiB, 24 * MiB, 24 * MiB, 32 * MiB, 16 * MiB};
+    enum { N = sizeof size / sizeof size[0] };
+    struct drv d;
+    CUcontext ctx;
+    CUdeviceptr a;
+    if (drv_load(&d, DRV_GPA, 0) || drv_context0(&d, &ctx) || d.MemAlloc(&a, 32 * MiB))
+        return 21;
+    unsigned char *h = malloc(32 * MiB);
+    void *p[N];
+    if (!h)
+        return 22;
+    memset(h, 5, 32 * MiB);
+    for (int round = 0; round < 2; round++) {
+        if (round != late && d.MemcpyHtoD(a, h, 24 * MiB))
+            return 23;
+        for (int i = 0; i < N && round == late; i++)
+            if (i == 3 ? d.MemAllocHost(&p[i], size[i]) : d.MemHostAlloc(&p[i], size[i], 0))
+                return 24;
+    }
+    for (int i = 0; i < N; i++) {
+        memcpy(p[i], h, size[i]);
+        if (d.MemcpyHtoD(a, p[i], size[i]))
+            return 25;
+    }
+    if (late && (d.MemFreeHost(p[0]) || d.MemHostAlloc(&p[0], size[0], 0)))
+        return 26;
+    for (int i = 0; i < N; i++)
+        if (d.MemFreeHost(p[i]))
+            return 27;
+    free(h);
+    return 0;
+}
+
+/* The advice of a run of the child in mode, or NULL under the plain variant. */
+static char *advice_of(const char *mode)
+{
+    const char *dir = sp_tmpdir("pinning");
+    assert_non_null(dir);
+    char file[512], set0[600];
+    snprintf(file, sizeof file, "%s/r.json", dir);
+    snprintf(set0, sizeof set0, "PINFAST_STATS_FILE=%s", file);
+    const char *set[] = {set0, "PINFAST_STATS=json", NULL};
+    char *argv[] = {"test_advice", (char *)mode, NULL};
+    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL), 0);
+    char *r = t_pinfast() ? sp_slurp(file, NULL) : NULL;
+    sp_rmdir(dir);
+    if (!r)
+        return NULL;
+    char *adv = strstr(r, "\"advice\":[");
+    assert_non_null(adv);
+    memmove(r, adv, strlen(adv) + 1);
+    return r;
+}
+
+/* 5 pinned allocations of sizes copied before, 128 MiB, at most 104 MiB held. */
+static void test_late_pinning(void **state)
+{
+    (void)state;
+    char *adv = advice_of("late");
+    if (!adv)
+        return;
+    const char *k = strstr(adv, "{\"kind\":\"late-pinning\",\"text\":\"");
+    if (!k)
+        fail_msg("no late-pinning advice in:\n%s", adv);
+    assert_non_null(strstr(k, "\"text\":\"5 pinned allocations (128.0 MiB) had sizes already "
+                              "copied from pageable memory, holding up to 104.0 MiB pinned"));
+    free(adv);
+}
+
+/* The same buffers allocated before the copies: no advice. */
+static void test_early_pinning(void **state)
+{
+    (void)state;
+    char *adv = advice_of("early");
+    if (!adv)
+        return;
+    assert_null(strstr(adv, "late-pinning"));
+    free(adv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "child"))
         return child();
+    if (argc > 1 && (!strcmp(argv[1], "late") || !strcmp(argv[1], "early")))
+        return pinning(!strcmp(argv[1], "late"));
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_histogram_and_advice),
                                        cmocka_unit_test(test_trace),
-                                       cmocka_unit_test(test_trace_unwritable)};
+                                       cmocka_unit_test(test_trace_unwritable),
+                                       cmocka_unit_test(test_late_pinning),
+                                       cmocka_unit_test(test_early_pinning)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,6 +194,10 @@ static int skip(struct p *p)
         } while (*p->s == ',' && p->s++);
         return lit(p, close);
     }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++)
+        if (!strncmp(p->s, words[i], strlen(words[i])))
+            return p->s += strlen(words[i]), 0;
     double d;
     return num(p, &d);
 }
@@ -226,7 +230,8 @@ int report_parse(const char *text, struct report *r)
     double d;
     if (lit(&p, '{') || key(&p, "schema") || str(&p, r->schema, sizeof r->schema) || lit(&p, ','))
         return -1;
-    if (strcmp(r->schema, "pinfast-report/1") != 0)
+    /* 1.x: keys added at the end of schema 1 */
+    if (strcmp(r->schema, "pinfast-report/1") && strncmp(r->schema, "pinfast-report/1.", 17))
         return fail(&p, "schema \"%s\"", r->schema);
     if (key(&p, "pid") || num(&p, &d)) return -1;
     r->pid = (long)d;

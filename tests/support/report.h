@@ -1,4 +1,4 @@
-/* report.h - reader for pinfast's JSON exit report (schema pinfast-report/1).
+/* report.h - reader for pinfast's JSON exit report (schema pinfast-report/1 and 1.x).
  * Checks the format strictly: key names and their order in each row, one row
  * object per line, then the "staging" and "pool" sections with their keys in
  * order (both kept); sections after "pool" are skipped. */

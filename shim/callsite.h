@@ -1,0 +1,35 @@
+/* "Where from": copies attributed to the program's call sites, by a stack
+ * walk on a sample of the copies, resolved to library + symbol at exit. */
+#ifndef PINFAST_CALLSITE_H
+#define PINFAST_CALLSITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PF_CALLSITE_MAX 256 /* sites kept; the rest count as "other" */
+
+/* One copy call that took ns and moved bytes (0 for a failed one); walks the
+ * stack when the copy is sampled.  Call it from inside the wrapper. */
+void pf_callsite_copy(size_t bytes, uint64_t ns);
+
+/* A resolved site: estimates, scaled from the samples (exact when every
+ * copy that reached it was walked). */
+struct pf_site {
+    char library[64];  /* file name of the module, without its directory */
+    char symbol[160];  /* function name (mangled for C++), "" when unknown */
+    uintptr_t offset;  /* return address - symbol (or - module base when no symbol) */
+    uintptr_t address; /* the return address */
+    uint64_t calls, bytes, ns;
+    uint64_t samples;  /* walks behind the estimates */
+    int estimated;     /* 1: some samples stood for more than one copy */
+};
+
+/* Fills up to max sites (merged by resolved address, in table order) and
+ * *other with what did not fit the table; returns the number filled.
+ * Report time only: calls dladdr and reads symbol tables. */
+int pf_callsite_collect(struct pf_site *sites, int max, struct pf_site *other);
+
+/* In a forked child: the parent's sites are not the child's. */
+void pf_callsite_reset(void);
+
+#endif
