@@ -7,7 +7,7 @@
 #                               a summary table at the end; exit 1 on any
 #                               difference, failure or sanitizer error
 # Sizes (environment): EQUIV_SEED (1), EQUIV_N (40 programs per build),
-# ERR_JOBS (8 children at once), TORCH_STEPS (30).  About 6-7 minutes on an H100.
+# ERR_JOBS (8 children at once), TORCH_STEPS (30); ONLY="1 6" runs those sections.  About 6-7 minutes on an H100.
 # docs/safety.md describes the suites.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -48,6 +48,8 @@ W=$OUT/safety
 exec > >(tee "$OUT/safety.log") 2>&1
 echo "# $(date -u +%F' '%T) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(nproc) CPUs"
 T0=$SECONDS
+# ONLY="1 6": run those sections alone
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 ROWS=()
 FAILED=0
 row() { # suite cases differences-and-failures sanitizer-errors
@@ -90,6 +92,7 @@ differences() {
     echo "$n"
 }
 
+if want 1; then
 echo "== 1. equivalence fuzzing: ${EQUIV_N:-40} programs from seed ${EQUIV_SEED:-1} per build"
 for bin in equiv equiv_ptds equiv_shared; do
     run3 "$bin" 300 "$B/$bin" "${EQUIV_SEED:-1}" "${EQUIV_N:-40}"
@@ -107,16 +110,22 @@ for bin in equiv equiv_ptds equiv_shared; do
     row "$bin (${ops:-0} operations)" "$progs" "$((d + fails))" -
 done
 
+fi
+if want 2; then
 echo "== 2. error parity"
 run3 errors "${ERR_LIMIT:-240}" "$B/errors_gpu" "${ERR_JOBS:-8}"
 tail -1 "$W/errors.plain"
 row "errors_gpu" "$(grep -c ' -> ' "$W/errors.plain")" "$(( $(differences errors ' -> ') + BAD_RC ))" -
 
+fi
+if want 3; then
 echo "== 3. processes, threads, signals"
 run3 procs 300 "$B/procs"
 cat "$W/procs.pinfast"
 row "procs" "$(grep -c '^PASS\|^FAIL' "$W/procs.plain")" "$(( $(differences procs '^(PASS|FAIL)') + BAD_RC + $(fails procs) ))" -
 
+fi
+if want 4; then
 echo "== 4. sample programs"
 cases=0 d=0
 for s in $SAMPLES; do
@@ -127,6 +136,8 @@ for s in $SAMPLES; do
 done
 row "samples" "$cases" "$d" -
 
+fi
+if want 5; then
 echo "== 5. deterministic PyTorch training"
 run3 torch 300 python3 tests/gpu/torch_determinism.py
 tail -2 "$W/torch.plain"
@@ -134,6 +145,7 @@ if grep -q '^SKIP' "$W/torch.plain"; then
     row "torch_determinism (skipped)" 0 0 -
 else
     row "torch_determinism" "$(grep -c '^step ' "$W/torch.plain")" "$(( $(differences torch '^(step|parameters) ') + BAD_RC ))" -
+fi
 fi
 
 # sanitize TOOL NAME CMD...: one program under compute-sanitizer and pinfast
@@ -160,6 +172,7 @@ workloads() {
     sanitize "$tool" compute "$B/compute" --bytes 8M --launches 4 --kernel-iters 4 --reps 1
     sanitize "$tool" bidir "$B/bidir" --bytes 16M --iters 2 --reps 1
 }
+if want 6; then
 echo "== 6. compute-sanitizer memcheck under pinfast"
 SERR=0 SCASES=0 SAN_ENV=
 workloads memcheck
@@ -167,6 +180,8 @@ for s in $SAMPLES; do sanitize memcheck "$s" "$B/samples/$s"; done
 sanitize memcheck equiv "$B/equiv" 1000 4
 row "memcheck (workloads, samples, equiv)" "$SCASES" 0 "$SERR"
 
+fi
+if want 7; then
 echo "== 7. compute-sanitizer racecheck under pinfast, every copy staged (kernels with shared memory at small sizes, one workload)"
 SERR=0 SCASES=0 SAN_ENV=PINFAST_MIN_SIZE=0
 sanitize racecheck matrixMul "$B/samples/matrixMul" 128
@@ -177,6 +192,7 @@ sanitize racecheck transpose "$B/samples/transpose" 256
 sanitize racecheck pipeline "$B/pipeline" --batch-bytes 1M --batches 4 --reps 1
 row "racecheck (samples, pipeline)" "$SCASES" 0 "$SERR"
 
+fi
 echo
 printf '| %-38s | %7s | %11s | %16s |\n' suite cases "diffs+failures" "sanitizer errors"
 echo "|---|---|---|---|"
