@@ -72,7 +72,9 @@ using Spans = std::vector<std::vector<std::vector<Span>>>;
 std::vector<Phase> schedule(const Config& c) {
     std::vector<Phase> ph;
     for (uint64_t n : c.sizes) {
-        int copies = (int)std::max<uint64_t>(1, c.batch / n);
+        // at most 256 copies a repetition: a batch of 1-byte copies would
+        // otherwise run for minutes
+        int copies = (int)std::min<uint64_t>(256, std::max<uint64_t>(1, c.batch / n));
         for (cudaMemcpyKind d : {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost}) {
             ph.push_back({SINGLE, d, n, copies});
             ph.push_back({ALL, d, n, copies});

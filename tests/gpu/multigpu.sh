@@ -30,7 +30,7 @@ fails=0
 step() {
   local name=$1; shift
   echo "== $name (at ${SECONDS}s)"
-  timeout 240 "$@" > "$OUT/step.out" 2>&1
+  timeout "${STEP_LIMIT:-240}" "$@" > "$OUT/step.out" 2>&1
   local rc=$?
   tail -c 1500 "$OUT/step.out"; echo
   echo "-- $name: rc=$rc"
