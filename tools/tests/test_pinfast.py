@@ -89,7 +89,7 @@ class Report(Base):
     def test_merge_exact(self):
         a, b = self.write("pf-100.json", A), self.write("pf-200.json", B)
         m = json.loads(self.ok("report", "--format", "json", a, b))
-        self.assertEqual(m["schema"], "pinfast-report/1")
+        self.assertEqual(m["schema"], "pinfast-report/1.1")
         self.assertEqual(m["pids"], [100, 200])
         self.assertEqual(m["wall_seconds"], 0.75)
         rows = {(r["api"], r["memory"]): r for r in m["transfers"]}
@@ -118,6 +118,24 @@ class Report(Base):
         self.assertEqual(merged, separate)
         again = self.ok("report", "--format", "json", self.write("m.json", merged))
         self.assertEqual(again, merged)
+
+    def test_call_sites_merged(self):
+        def site(sym, off, calls, nbytes, est):
+            return dict(library="app", symbol=sym, offset=off, address="0x%x" % (4096 + off),
+                        calls=calls, bytes=nbytes, seconds=0.5, samples=calls, estimated=est)
+        a = dict(A, callsites={"sampling": 256, "sites": [site("load", 16, 3, 3 << 20, False),
+                                                          site("step", 8, 100, 4096, True)]})
+        b = dict(B, callsites={"sampling": 256, "sites": [site("load", 16, 2, 2 << 20, False)]})
+        m = json.loads(self.ok("report", "--format", "json", self.write("a.json", a),
+                               self.write("b.json", b)))
+        sites = {s["symbol"]: s for s in m["callsites"]["sites"]}
+        self.assertEqual((sites["load"]["calls"], sites["load"]["bytes"], sites["load"]["seconds"]),
+                         (5, 5 << 20, 1.0))
+        self.assertFalse(sites["load"]["estimated"])
+        self.assertTrue(sites["step"]["estimated"])
+        out = self.ok("report", self.write("a2.json", a), self.write("b2.json", b))
+        self.assertRegex(out, r"app load\+0x10 +5 +5\.0 MiB")
+        self.assertRegex(out, r"app step\+0x8 +~100 +4\.0 KiB")
 
     def test_minimal_report(self):
         out = self.ok("report", self.write("m.json", {"schema": "pinfast-report/1"}))
