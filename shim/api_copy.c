@@ -57,7 +57,10 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
     int readable = host == PF_MEM_PAGEABLE || host == PF_MEM_PINNED;
     /* judged before the copy: an async H2D's source may change right after */
     int back = dir == PF_DIR_H2D && readable && pf_roundtrip_h2d((void *)src, n);
-    if (host == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H)) {
+    /* the engine's own checks, the cheap ones first: a small copy pays for
+     * nothing more on its way to the driver */
+    if (host == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H) &&
+        pf_options()->stage && n >= pf_options()->min_size) {
         struct pf_xfer x = {
             .dir = dir,
             .dev = dir == PF_DIR_H2D ? dst : src,
@@ -68,8 +71,7 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
         };
         /* a profiler sees each copy pinfast tries to stage, and those it
          * then had to pass through */
-        noted = pf_options()->stage && n >= pf_options()->min_size &&
-                pf_nvtx_push("stage", dir, n);
+        noted = pf_nvtx_push("stage", dir, n);
         if (pf_engine_copy(&x, &r))
             path = PF_PATH_STAGED;
         pf_nvtx_pop(noted);

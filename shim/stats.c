@@ -9,8 +9,8 @@
 #include "trace.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +179,15 @@ struct advice {
     char text[320];
 };
 
+__attribute__((format(printf, 3, 4))) static void say(struct advice *a, const char *kind,
+                                                       const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a->text, sizeof a->text, fmt, ap);
+    va_end(ap);
+    a->kind = kind;
+}
+
 /* What the program should change, each with the numbers that show it; the
  * thresholds keep quiet about what costs a program little. */
 static int advise(struct advice *adv, double wall) {
@@ -191,69 +200,61 @@ static int advise(struct advice *adv, double wall) {
         }
     double tiny_s = (double)tiny.ns * 1e-9;
     if (tiny.calls >= 1000 && tiny_s >= 0.01 * wall)
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu copies under 4 KiB spent %.3f s in the copy calls (%.1f%% of the run) for "
-                 "%llu bytes: batch them into fewer, larger copies",
-                 (unsigned long long)tiny.calls, tiny_s, 100 * tiny_s / wall,
-                 (unsigned long long)tiny.bytes),
-            adv[n++].kind = "tiny-copies";
+        say(&adv[n++], "tiny-copies",
+            "%llu copies under 4 KiB spent %.3f s in the copy calls (%.1f%% of the run) for "
+            "%llu bytes: batch them into fewer, larger copies",
+            (unsigned long long)tiny.calls, tiny_s, 100 * tiny_s / wall,
+            (unsigned long long)tiny.bytes);
     struct cell sync = total(sync_copy);
     double sync_s = (double)sync.ns * 1e-9;
     if (sync.calls >= 100 && sync_s >= 0.1 * wall)
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu synchronous copies kept the CPU waiting %.3f s (%.1f%% of the run): "
-                 "cudaMemcpyAsync on streams lets copies overlap kernels and CPU work",
-                 (unsigned long long)sync.calls, sync_s, 100 * sync_s / wall),
-            adv[n++].kind = "synchronous-copies";
+        say(&adv[n++], "synchronous-copies",
+            "%llu synchronous copies kept the CPU waiting %.3f s (%.1f%% of the run): "
+            "cudaMemcpyAsync on streams lets copies overlap kernels and CPU work",
+            (unsigned long long)sync.calls, sync_s, 100 * sync_s / wall);
     struct cell drv = total(driver_pageable);
     if (drv.bytes >= (64u << 20))
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%.1f MiB of pageable memory went through the driver's own path at %.2f GB/s "
-                 "(copies under PINFAST_MIN_SIZE, or ones pinfast could not stage): pinned "
-                 "buffers move at the link's speed",
-                 drv.bytes / 1048576.0, gbps(&drv)),
-            adv[n++].kind = "pageable-memory";
+        say(&adv[n++], "pageable-memory",
+            "%.1f MiB of pageable memory went through the driver's own path at %.2f GB/s "
+            "(copies under PINFAST_MIN_SIZE, or ones pinfast could not stage): pinned "
+            "buffers move at the link's speed",
+            drv.bytes / 1048576.0, gbps(&drv));
     struct cell stg = total(staged);
     struct pf_engine_stats e;
     pf_engine_stats(&e);
     if (stg.bytes >= (64u << 20))
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "pinfast staged %.1f MiB of pageable copies at %.2f GB/s, for %.3f s of CPU "
-                 "time: buffers allocated pinned (cudaMallocHost, pin_memory=True) would need "
-                 "neither",
-                 stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds),
-            adv[n++].kind = "pin-buffers";
+        say(&adv[n++], "pin-buffers",
+            "pinfast staged %.1f MiB of pageable copies at %.2f GB/s, for %.3f s of CPU "
+            "time: buffers allocated pinned (cudaMallocHost, pin_memory=True) would need "
+            "neither",
+            stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds);
     struct cell rt = snap(&trips);
     if (rt.calls >= 10)
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu buffers (%.1f MiB) were copied to the host and straight back with 64 "
-                 "sampled words unchanged: keep such data on the GPU",
-                 (unsigned long long)rt.calls, rt.bytes / 1048576.0),
-            adv[n++].kind = "round-trips";
+        say(&adv[n++], "round-trips",
+            "%llu buffers (%.1f MiB) were copied to the host and straight back with 64 "
+            "sampled words unchanged: keep such data on the GPU",
+            (unsigned long long)rt.calls, rt.bytes / 1048576.0);
     struct cell reg = snap(&allocs[PF_API_HOST_REGISTER]);
     if (reg.calls >= 20)
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu cuMemHostRegister calls took %.3f s: register a buffer once and reuse it",
-                 (unsigned long long)reg.calls, (double)reg.ns * 1e-9),
-            adv[n++].kind = "register-churn";
+        say(&adv[n++], "register-churn",
+            "%llu cuMemHostRegister calls took %.3f s: register a buffer once and reuse it",
+            (unsigned long long)reg.calls, (double)reg.ns * 1e-9);
     struct pf_pool_stats pl;
     pf_pool_stats(&pl);
     if (pl.hits + pl.misses >= 20)
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu pinned allocations (%llu served by pinfast's pool, saving %.3f s): "
-                 "allocate pinned buffers once and reuse them",
-                 pl.hits + pl.misses, pl.hits, pl.saved_seconds),
-            adv[n++].kind = "pinned-churn";
+        say(&adv[n++], "pinned-churn",
+            "%llu pinned allocations (%llu served by pinfast's pool, saving %.3f s): "
+            "allocate pinned buffers once and reuse them",
+            pl.hits + pl.misses, pl.hits, pl.saved_seconds);
     struct pf_latepin_stats lp;
     pf_latepin_stats(&lp);
     if (lp.bytes >= (64u << 20))
-        snprintf(adv[n].text, sizeof adv[n].text,
-                 "%llu pinned allocations (%.1f MiB) had sizes already copied from pageable "
-                 "memory, holding up to %.1f MiB pinned beside the pageable buffers: pinning an "
-                 "existing buffer (tensor.pin_memory()) allocates and copies it; allocate it "
-                 "pinned from the start (pin_memory=True, cudaMallocHost)",
-                 (unsigned long long)lp.count, lp.bytes / 1048576.0, lp.peak_bytes / 1048576.0),
-            adv[n++].kind = "late-pinning";
+        say(&adv[n++], "late-pinning",
+            "%llu pinned allocations (%.1f MiB) had sizes already copied from pageable "
+            "memory, holding up to %.1f MiB pinned beside the pageable buffers: pinning an "
+            "existing buffer (tensor.pin_memory()) allocates and copies it; allocate it "
+            "pinned from the start (pin_memory=True, cudaMallocHost)",
+            (unsigned long long)lp.count, lp.bytes / 1048576.0, lp.peak_bytes / 1048576.0);
     return n;
 }
 

@@ -21,13 +21,6 @@ static int setup(void **s)
     return D.StreamCreate(&S1, CU_STREAM_DEFAULT) || D.StreamCreate(&S2, CU_STREAM_NON_BLOCKING) ? -1 : 0;
 }
 
-static void expect(const void *p, size_t n, uint64_t salt, const char *what)
-{
-    size_t bad;
-    if (!t_check_fill(p, n, salt, &bad))
-        fail_msg("%s: wrong byte at %zu of %zu", what, bad, n);
-}
-
 /* a device buffer holding t_fill(salt) */
 static CUdeviceptr device_with(size_t n, uint64_t salt)
 {
@@ -95,7 +88,7 @@ static void test_lands(void **s)
         t_poison(o, n + off);
         CK(D.MemcpyDtoHAsync(o + off, d, n, streams[i % 3]));
         CK(D.StreamSynchronize(streams[i % 3]));
-        expect(o + off, n, salt, "async D2H after its stream's sync");
+        t_expect_fill(o + off, n, salt, "async D2H after its stream's sync");
         CK(D.MemFree(d));
         free(o);
     }
@@ -121,7 +114,7 @@ static void test_returns_before_landing(void **s)
     assert_int_equal(D.StreamQuery(st), CUDA_ERROR_NOT_READY);
     release_now(&th, 0);
     CK(D.StreamSynchronize(st));
-    expect(o, n, salt, "async D2H after the stream was released");
+    t_expect_fill(o, n, salt, "async D2H after the stream was released");
     CK(D.MemFree(d));
     free(o);
 }
@@ -143,7 +136,7 @@ static void test_h2d_reads_after_landing(void **s)
     CK(D.StreamSynchronize(S1));
     release_now(&th, 50000);
     CK(D.MemcpyDtoH(back, d2, n));
-    expect(back, n, salt, "H2D from a pending D2H's destination");
+    t_expect_fill(back, n, salt, "H2D from a pending D2H's destination");
     CK(D.StreamSynchronize(st));
     CK(D.MemFree(d));
     CK(D.MemFree(d2));
@@ -168,7 +161,7 @@ static void test_later_d2h_wins(void **s)
     CK(D.StreamSynchronize(S1));
     release_now(&th, 50000);
     CK(D.StreamSynchronize(st));
-    expect(o, n, second, "the later of two D2H into the same memory");
+    t_expect_fill(o, n, second, "the later of two D2H into the same memory");
     CK(D.MemFree(a));
     CK(D.MemFree(b));
     free(o);
@@ -196,7 +189,7 @@ static void test_more_than_the_slots(void **s)
     release_now(&th, 50000);
     CK(D.StreamSynchronize(st));
     for (int i = 0; i < N; i++) {
-        expect(o[i], n, salt[i], "one of many pending D2H");
+        t_expect_fill(o[i], n, salt[i], "one of many pending D2H");
         CK(D.MemFree(d[i]));
         free(o[i]);
     }

@@ -41,13 +41,6 @@ static void hfree(struct hbuf *b)
     }
 }
 
-static void expect_fill(const void *p, size_t n, uint64_t salt, const char *what)
-{
-    size_t bad;
-    if (!t_check_fill(p, n, salt, &bad))
-        fail_msg("%s: wrong byte at offset %zu of %zu", what, bad, n);
-}
-
 static void expect_poison(const unsigned char *p, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
@@ -89,7 +82,7 @@ static void roundtrip(size_t n, enum hmem k, int async, CUstream st)
         CK(D.MemcpyHtoD(dev + doff, src.base + hoff, n));
         CK(D.MemcpyDtoH(out, dev + doff, n));
     }
-    expect_fill(out, n, salt, what);
+    t_expect_fill(out, n, salt, what);
     expect_poison(dst.base, GUARD + roff, what);
     expect_poison(out + n, dst.size - (size_t)(out + n - dst.base), what);
     CK(D.MemFree(dev));
@@ -165,30 +158,30 @@ static void test_device_side(void **s)
     CK(D.MemcpyDtoD(b, a, n));
     t_poison(o, n + GUARD);
     CK(D.MemcpyDtoH(o, b, n));
-    expect_fill(o, n, salt, "DtoD");
+    t_expect_fill(o, n, salt, "DtoD");
     expect_poison(o + n, GUARD, "DtoD");
 
     t_poison(o, n + GUARD);
     CK(D.MemcpyDtoDAsync(b, a, n, S));
     CK(D.MemcpyDtoHAsync(o, b, n, S));
     CK(D.StreamSynchronize(S));
-    expect_fill(o, n, salt, "DtoDAsync");
+    t_expect_fill(o, n, salt, "DtoDAsync");
 
     /* unified: host->device, device->managed, managed read directly */
     t_fill(h, n, salt + 1);
     CK(D.Memcpy(a, (CUdeviceptr)(uintptr_t)h, n));
     CK(D.Memcpy(m, a, n));
-    expect_fill((void *)(uintptr_t)m, n, salt + 1, "cuMemcpy to managed");
+    t_expect_fill((void *)(uintptr_t)m, n, salt + 1, "cuMemcpy to managed");
     t_poison(o, n + GUARD);
     CK(D.MemcpyAsync((CUdeviceptr)(uintptr_t)o, m, n, S));
     CK(D.StreamSynchronize(S));
-    expect_fill(o, n, salt + 1, "cuMemcpyAsync managed to pageable");
+    t_expect_fill(o, n, salt + 1, "cuMemcpyAsync managed to pageable");
     /* managed as an H2D/D2H host operand */
     t_fill((void *)(uintptr_t)m, n, salt + 2);
     CK(D.MemcpyHtoD(b, (void *)(uintptr_t)m, n));
     t_poison(o, n + GUARD);
     CK(D.MemcpyDtoH(o, b, n));
-    expect_fill(o, n, salt + 2, "managed H2D");
+    t_expect_fill(o, n, salt + 2, "managed H2D");
 
     /* peer copies between the primary contexts of devices 0 and 1 */
     CUcontext c1;
@@ -203,7 +196,7 @@ static void test_device_side(void **s)
     CK(D.StreamSynchronize(S));
     t_poison(o, n + GUARD);
     CK(D.MemcpyDtoH(o, a, n));
-    expect_fill(o, n, salt + 1, "peer");
+    t_expect_fill(o, n, salt + 1, "peer");
     CK(D.DevicePrimaryCtxRelease(d1));
 
     CK(D.MemFree(a));
@@ -250,7 +243,7 @@ static void copy2d_once(enum hmem k, int variant)
     char what[96];
     for (size_t r = 0; r < Hh; r++) {
         snprintf(what, sizeof what, "2D variant %d %s row %zu (W %zu)", variant, hname[k], r, W);
-        expect_fill(dst.base + (y + r) * op + x, W, salt + r, what);
+        t_expect_fill(dst.base + (y + r) * op + x, W, salt + r, what);
         if (r + 1 < Hh)
             expect_poison(dst.base + (y + r) * op + x + W, op - W, what);
     }
@@ -302,7 +295,7 @@ static void copy3d_once(enum hmem k, int async)
     for (size_t z = 0; z < Dd; z++)
         for (size_t r = 0; r < Hh; r++) {
             snprintf(what, sizeof what, "3D %s %s z %zu row %zu", hname[k], async ? "async" : "sync", z, r);
-            expect_fill(dst.base + (z * hh + r) * hp, W, salt + z * 1000 + r, what);
+            t_expect_fill(dst.base + (z * hh + r) * hp, W, salt + z * 1000 + r, what);
         }
     CK(D.MemFree(dev));
     hfree(&src);
@@ -352,7 +345,7 @@ static void test_batch(void **s)
             CK(D.MemcpyBatchAsync12(dsts, srcs, sizes_, N, &attr, &idx, 1, &fail_idx, S));
         CK(D.StreamSynchronize(S));
         for (int i = 0; i < N; i++) {
-            expect_fill(out[i].base, sizes_[i], salt + i, abi ? "batch v2" : "batch 12.8");
+            t_expect_fill(out[i].base, sizes_[i], salt + i, abi ? "batch v2" : "batch 12.8");
             CK(D.MemFree(dev[i]));
             hfree(&in[i]);
             hfree(&out[i]);
@@ -391,7 +384,7 @@ static void test_batch3d(void **s)
             CK(D.Memcpy3DBatchAsync12(1, &back, &fi, 0, S));
         }
         CK(D.StreamSynchronize(S));
-        expect_fill(o, n, salt, "3D batch");
+        t_expect_fill(o, n, salt, "3D batch");
         CK(D.MemFree(dev));
         free(h);
         free(o);
@@ -411,7 +404,7 @@ static void test_mapped(void **s)
     t_fill(p, n, salt);
     t_poison(o, n);
     CK(D.MemcpyDtoH(o, dp, n));
-    expect_fill(o, n, salt, "mapped pinned as a device pointer");
+    t_expect_fill(o, n, salt, "mapped pinned as a device pointer");
     unsigned int flags = 0;
     CK(D.MemHostGetFlags(&flags, p));
     assert_true(flags & CU_MEMHOSTALLOC_DEVICEMAP);

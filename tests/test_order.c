@@ -45,13 +45,6 @@ static void host_sleep(void *arg)
     usleep((useconds_t)(uintptr_t)arg);
 }
 
-static void expect(const void *p, size_t n, uint64_t salt, const char *what)
-{
-    size_t bad;
-    if (!t_check_fill(p, n, salt, &bad))
-        fail_msg("%s: wrong byte at %zu of %zu", what, bad, n);
-}
-
 static size_t big(void) { return t_rand_range(4 << 20, 12 << 20); }
 
 /* a copy's destination, in pinned or pageable memory */
@@ -119,7 +112,7 @@ static void test_h2d_then_overwrite(void **s)
     CK(D.LaunchHostFunc(S1, host_overwrite, &w));
     CK(D.MemcpyDtoHAsync(o, d, n, S1));
     CK(D.StreamSynchronize(S1));
-    expect(o, n, salt, "H2D then host overwrite of the source");
+    t_expect_fill(o, n, salt, "H2D then host overwrite of the source");
     CK(D.MemFree(d));
     CK(D.MemFreeHost(p));
     free(o);
@@ -144,7 +137,7 @@ static void test_pageable_source_reuse(void **s)
         free(h);                       /* the source may even be freed */
         CK(D.MemcpyDtoHAsync(o, d, n, streams[k]));
         CK(D.StreamSynchronize(streams[k]));
-        expect(o, n, salt, "pageable source reused after HtoDAsync");
+        t_expect_fill(o, n, salt, "pageable source reused after HtoDAsync");
         CK(D.MemFree(d));
         free(o);
     }
@@ -164,7 +157,7 @@ static void test_sync_d2h_in_place(void **s)
     CK(D.MemcpyHtoDAsync(d, h, n, NULL));
     t_poison(o, n);
     CK(D.MemcpyDtoH(o, d, n));
-    expect(o, n, salt, "sync D2H after queued H2D");
+    t_expect_fill(o, n, salt, "sync D2H after queued H2D");
     CK(D.MemFree(d));
     free(h);
     free(o);
@@ -219,7 +212,7 @@ static void test_legacy_implicit_sync(void **s)
     CK(D.MemcpyHtoDAsync(d, p, n, S1));
     t_poison(o, n);
     CK(D.MemcpyDtoH(o, d, n));                /* legacy stream: waits for S1 */
-    expect(o, n, salt, "legacy D2H after blocking-stream H2D");
+    t_expect_fill(o, n, salt, "legacy D2H after blocking-stream H2D");
 
     /* and the reverse: pageable H2D on the legacy stream, D2H on S1 */
     unsigned char *h = malloc(n);
@@ -229,7 +222,7 @@ static void test_legacy_implicit_sync(void **s)
     t_poison(o, n);
     CK(D.MemcpyDtoHAsync(o, d, n, S1));
     CK(D.StreamSynchronize(S1));
-    expect(o, n, salt + 1, "blocking-stream D2H after legacy H2D");
+    t_expect_fill(o, n, salt + 1, "blocking-stream D2H after legacy H2D");
     CK(D.MemFree(d));
     CK(D.MemFreeHost(p));
     free(h);
@@ -334,7 +327,7 @@ static void test_capture(void **s)
         t_poison(o, n);
         CK(D.GraphLaunch(x, cs));
         CK(D.StreamSynchronize(cs));
-        expect(o, n, salt, "graph replay");
+        t_expect_fill(o, n, salt, "graph replay");
         assert_int_equal(count, round + 1);
     }
     CK(D.GraphExecDestroy(x));

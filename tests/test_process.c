@@ -26,13 +26,6 @@
 
 #define MiB ((size_t)1 << 20)
 
-static void expect(const void *p, size_t n, uint64_t salt, const char *what)
-{
-    size_t bad;
-    if (!t_check_fill(p, n, salt, &bad))
-        fail_msg("%s: wrong byte at %zu of %zu", what, bad, n);
-}
-
 /* one staged round trip, so that pinfast has its threads and pinned memory */
 static void roundtrip(size_t n)
 {
@@ -44,7 +37,7 @@ static void roundtrip(size_t n)
     CK(D.MemcpyHtoD(d, h, n));
     t_poison(o, n);
     CK(D.MemcpyDtoH(o, d, n));
-    expect(o, n, salt, "round trip");
+    t_expect_fill(o, n, salt, "round trip");
     CK(D.MemFree(d));
     free(h);
     free(o);
@@ -283,7 +276,7 @@ static void test_signals(void **s)
             CK(D.MemcpyHtoD(d, h, n));
             CK(D.MemcpyDtoH(o, d, n));
         }
-        expect(o, n, salt, "copy under SIGALRM");
+        t_expect_fill(o, n, salt, "copy under SIGALRM");
         CK(D.MemFree(d));
         free(h);
         free(o);

@@ -107,6 +107,13 @@ int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad)
     return 1;
 }
 
+void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what)
+{
+    size_t bad;
+    if (!t_check_fill(p, n, salt, &bad))
+        fail_msg("%s: wrong byte at offset %zu of %zu", what, bad, n);
+}
+
 void t_poison(void *p, size_t n)
 {
     memset(p, 0xA5, n);

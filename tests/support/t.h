@@ -23,6 +23,8 @@ uint64_t t_rand(void);               /* xorshift64* on the seed */
 size_t t_rand_range(size_t lo, size_t hi);   /* inclusive */
 void t_fill(void *p, size_t n, uint64_t salt);   /* deterministic pseudo-random bytes */
 int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad);
+/* fails the test, naming `what` and the first wrong byte, unless p holds t_fill(salt) */
+void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what);
 void t_poison(void *p, size_t n);
 /* make the calling (non-main) thread use T_CTX */
 void t_bind_ctx(void);
