@@ -14,12 +14,7 @@
 
 static CUstream S1, S2;
 
-static int setup(void **s)
-{
-    if (t_setup(s))
-        return -1;
-    return D.StreamCreate(&S1, CU_STREAM_DEFAULT) || D.StreamCreate(&S2, CU_STREAM_NON_BLOCKING) ? -1 : 0;
-}
+static int setup(void **s) { return t_setup_streams(s, &S1, &S2); }
 
 /* a device buffer holding t_fill(salt) */
 static CUdeviceptr device_with(size_t n, uint64_t salt)

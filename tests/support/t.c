@@ -141,3 +141,13 @@ int t_setup(void **state_)
         return -1;
     return 0;
 }
+
+int t_setup_streams(void **state, CUstream *blocking, CUstream *nonblocking)
+{
+    if (t_setup(state))
+        return -1;
+    return D.StreamCreate(blocking, CU_STREAM_DEFAULT) ||
+                   D.StreamCreate(nonblocking, CU_STREAM_NON_BLOCKING)
+               ? -1
+               : 0;
+}

@@ -17,6 +17,8 @@ extern CUcontext T_CTX;       /* primary context of device 0, current in the mai
 void t_check(CUresult got, CUresult want, const char *expr, const char *file, int line);
 
 int t_setup(void **state);           /* group setup: load, cuInit, context */
+/* t_setup, then a blocking and a non-blocking stream */
+int t_setup_streams(void **state, CUstream *blocking, CUstream *nonblocking);
 int t_pinfast(void);                 /* running under LD_PRELOAD=libpinfast.so */
 uint64_t t_seed(void);               /* PFT_SEED or time; printed once */
 uint64_t t_rand(void);               /* xorshift64* on the seed */
