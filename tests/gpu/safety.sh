@@ -28,6 +28,7 @@ build() {
         echo "-o $B/equiv_shared -cudart shared tests/gpu/equiv.cu $drv"
         echo "-o $B/errors_gpu tests/gpu/errors_gpu.cu $drv"
         echo "-o $B/procs tests/gpu/procs.cu"
+        echo "-o $B/capture tests/gpu/capture.cu"
         for s in $SAMPLES; do echo "-o $B/samples/$s tests/gpu/samples/$s.cu"; done
         for w in $WORKLOADS; do
             [ -x "$B/$w" ] || echo "-std=c++17 -Icuda -o $B/$w cuda/$w.cu"
@@ -192,6 +193,12 @@ sanitize racecheck transpose "$B/samples/transpose" 256
 sanitize racecheck pipeline "$B/pipeline" --batch-bytes 1M --batches 4 --reps 1
 row "racecheck (samples, pipeline)" "$SCASES" 0 "$SERR"
 
+fi
+if want 8; then
+echo "== 8. capture and graphs: captured copies pass through, graphs replay them"
+run3 capture 120 "$B/capture"
+cat "$W/capture.pinfast"
+row "capture" "$(grep -c ' wrong$' "$W/capture.plain")" "$(( $(differences capture ': ') + BAD_RC + $(fails capture) ))" -
 fi
 echo
 printf '| %-38s | %7s | %11s | %16s |\n' suite cases "diffs+failures" "sanitizer errors"
