@@ -69,7 +69,8 @@ static const struct option table[] = {
      "NVTX ranges around staged copies, seen when a profiler (Nsight Systems) is attached"},
 };
 
-static struct pf_options opts;
+struct pf_options pf_options_parsed;
+int pf_options_ready;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int log_level = PF_WARNING;
 
@@ -119,7 +120,7 @@ static int parse_enum(const char *s, const char *const *names) {
 
 /* Returns 0 and stores the value, or -1 with why filled in. */
 static int apply(const struct option *o, const char *s, const char **why) {
-    char *field = (char *)&opts + o->offset;
+    char *field = (char *)&pf_options_parsed + o->offset;
     long long v;
     switch (o->kind) {
     case K_BOOL:
@@ -175,7 +176,7 @@ static void parse(void) {
                 continue;
             if (apply(o, s, &why) == 0) {
                 if (pass == 0)
-                    __atomic_store_n(&log_level, opts.log, __ATOMIC_RELAXED);
+                    __atomic_store_n(&log_level, pf_options_parsed.log, __ATOMIC_RELAXED);
                 continue;
             }
             apply(o, o->def, &why);
@@ -183,11 +184,12 @@ static void parse(void) {
                    *o->def ? o->def : "(none)");
         }
     }
+    __atomic_store_n(&pf_options_ready, 1, __ATOMIC_RELEASE);
 }
 
-const struct pf_options *pf_options(void) {
+const struct pf_options *pf_options_load(void) {
     pthread_once(&once, parse);
-    return &opts;
+    return &pf_options_parsed;
 }
 
 void pf_options_describe(int fd) {

@@ -25,7 +25,15 @@ struct pf_options {
     int nvtx;               /* NVTX ranges around the copies pinfast stages */
 };
 
-const struct pf_options *pf_options(void);
+/* Parsed on first use; every copy reads them, so the common path is one load. */
+extern struct pf_options pf_options_parsed;
+extern int pf_options_ready;
+const struct pf_options *pf_options_load(void);
+static inline const struct pf_options *pf_options(void) {
+    if (__builtin_expect(__atomic_load_n(&pf_options_ready, __ATOMIC_ACQUIRE), 1))
+        return &pf_options_parsed;
+    return pf_options_load();
+}
 
 /* Level below which pf_msg is silent; usable before the options are parsed. */
 int pf_log_level(void);
