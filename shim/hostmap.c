@@ -100,5 +100,10 @@ int pf_hostmap_find(const void *p, struct pf_range *out) {
 void pf_hostmap_fork_prepare(void) { pthread_rwlock_wrlock(&lock); }
 void pf_hostmap_fork_done(void) { pthread_rwlock_unlock(&lock); }
 /* glibc records a write lock's owner by thread id, which the child does not
- * share with the parent: its unlock would leave the lock held for ever */
-void pf_hostmap_forked(void) { pthread_rwlock_init(&lock, NULL); }
+ * share with the parent: its unlock alone would leave the lock held for ever,
+ * so the lock is made anew.  The unlock before tells a thread checker
+ * (TSan), which sees the same thread, that the lock was released. */
+void pf_hostmap_forked(void) {
+    pthread_rwlock_unlock(&lock);
+    pthread_rwlock_init(&lock, NULL);
+}
