@@ -446,17 +446,20 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
 
 /* Why a copy may not be staged, checked before touching anything, so that a
  * copy the driver would reject reaches the driver and gets its own error. */
-static int stageable(const struct pf_xfer *x, uint64_t mark[2]) {
+/* A time for the debug line; no clock read when nobody prints it. */
+static uint64_t stamp(int debug) { return debug ? pf_now_ns() : 0; }
+
+static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
     const struct pf_options *o = pf_options();
     if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
         pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
         return 0;
-    mark[0] = pf_now_ns();
+    mark[0] = stamp(debug);
     CUstreamCaptureStatus cs;
     if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
-    mark[1] = pf_now_ns();
+    mark[1] = stamp(debug);
     CUdeviceptr base;
     size_t size;
     if (PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
@@ -465,14 +468,15 @@ static int stageable(const struct pf_xfer *x, uint64_t mark[2]) {
 }
 
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
-    uint64_t t0 = pf_now_ns(), mark[2];
-    if (!stageable(x, mark))
+    int debug = pf_log_level() >= PF_DEBUG;
+    uint64_t t0 = stamp(debug), mark[2];
+    if (!stageable(x, debug, mark))
         return 0;
-    uint64_t ts = pf_now_ns();
+    uint64_t ts = stamp(debug);
     struct context *c = current();
     if (!c || !c->nslots)
         return 0;
-    uint64_t tc = pf_now_ns();
+    uint64_t tc = stamp(debug);
     int workers = pf_workers_start(), asleep = pf_workers_sleeping();
     pf_workers_active(1);
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
@@ -502,7 +506,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     want = chunks;
     /* plain pageable H2D copies wait for the stream before reading the
      * source (something queued earlier may still write it) */
-    uint64_t t1 = pf_now_ns();
+    uint64_t t1 = stamp(debug);
     if (x->dir == PF_DIR_H2D && !x->async) {
         CUresult r = PF_CALL(cuStreamSynchronize, x->stream);
         if (r != CUDA_SUCCESS) {
@@ -511,19 +515,19 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
             return 1;
         }
     }
-    uint64_t t2 = pf_now_ns(), t3 = t2;
+    uint64_t t2 = stamp(debug), t3 = t2;
     struct held h[MAX_SLOTS / 2 + 1];
     int nh = 0;
     if (rest.bytes && *result == CUDA_SUCCESS) {
         nh = acquire(c, h, want);
-        t3 = pf_now_ns();
+        t3 = stamp(debug);
         *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
         release(c, h, nh);
     }
     pf_workers_active(-1);
     __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
-    if (pf_log_level() >= PF_DEBUG) {
+    if (debug) {
         uint64_t t4 = pf_now_ns();
         pf_msg(PF_DEBUG,
                "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots; "
