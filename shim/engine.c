@@ -418,18 +418,19 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
             drop_landing_slot(c, s);
             break;
         }
+        size_t len = x->bytes - off < c->slot_size ? x->bytes - off : c->slot_size;
         *l = (struct landing){.c = c, .s = s, .range = range, .dst = (char *)x->host + off,
-                              .len = x->bytes - off < c->slot_size ? x->bytes - off : c->slot_size,
-                              .kind = kind};
+                              .len = len, .kind = kind};
         CUresult r = s->fenced ? PF_CALL(cuStreamWaitEvent, x->stream, s->ev, 0) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS)
-            r = PF_CALL(cuMemcpyDtoHAsync_v2, s->mem, x->dev + off, l->len, x->stream);
+            r = PF_CALL(cuMemcpyDtoHAsync_v2, s->mem, x->dev + off, len, x->stream);
         if (r != CUDA_SUCCESS) {
             *err = r;
         } else {
             pf_pending_hold(range);
+            /* from here the callback owns l (and may have freed it already) */
             if (PF_CALL(cuStreamAddCallback, x->stream, landed, l, 0) == CUDA_SUCCESS) {
-                off += l->len;
+                off += len;
                 continue;
             }
             /* no callback: let the DMA finish; the caller redoes this chunk */
