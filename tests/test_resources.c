@@ -9,7 +9,10 @@
  *   PINFAST_THREADS=1                   -> "staged"
  *   PINFAST_STAGING=100K                -> one slot smaller than a chunk: "staged"
  *   PINFAST_STAGE=0                     -> "passthrough"
- * All with PINFAST_MIN_SIZE=0. */
+ *   PFT_NO_THREADS=0 (support/nothreads.c: pinfast's pthread_create fails)
+ *                                       -> "staged" by the callers, a warning
+ *   PFT_NO_THREADS=2, PINFAST_THREADS=4 -> 2 of 4 workers start: "staged", a warning
+ * All with PINFAST_MIN_SIZE=0.  A warning is said once, however many copies. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -76,8 +79,17 @@ static int teardown(void **s)
     return 0;
 }
 
-/* runs the child with the settings; checks the paths of the pageable rows */
-static void run_case(const char *a, const char *b, const char *want_path, int want_warning)
+static int count(const char *s, const char *what)
+{
+    int n = 0;
+    for (; s && (s = strstr(s, what)); s += strlen(what))
+        n++;
+    return n;
+}
+
+/* runs the child with the settings; checks the paths of the pageable rows
+ * and that stderr holds exactly want_warnings warnings */
+static void run_case(const char *a, const char *b, const char *want_path, int want_warnings)
 {
     static int k;
     char file[300], stats[320], errf[300];
@@ -95,11 +107,10 @@ static void run_case(const char *a, const char *b, const char *want_path, int wa
         free(err);
         return;
     }
-    int warned = err && strstr(err, "pinfast: warning:") != NULL;
-    if (want_warning && !warned)
-        fail_msg("%s: no warning on stderr:\n%s", a, err ? err : "");
-    if (!want_warning && warned)
-        fail_msg("%s %s: unexpected warning:\n%s", a, b ? b : "", err);
+    int warned = count(err, "pinfast: warning:");
+    if (warned != want_warnings)
+        fail_msg("%s %s: %d warnings on stderr, expected %d:\n%s", a, b ? b : "", warned,
+                 want_warnings, err ? err : "");
     free(err);
     static struct report r;
     if (report_read(file, &r))
@@ -135,6 +146,8 @@ static void test_pinning_halved(void **s)
 }
 static void test_one_thread(void **s) { (void)s; run_case("PINFAST_THREADS=1", NULL, "staged", 0); }
 static void test_one_slot(void **s) { (void)s; run_case("PINFAST_STAGING=100K", NULL, "staged", 0); }
+static void test_no_threads(void **s) { (void)s; run_case("PFT_NO_THREADS=0", NULL, "staged", 1); }
+static void test_two_threads(void **s) { (void)s; run_case("PFT_NO_THREADS=2", "PINFAST_THREADS=4", "staged", 1); }
 static void test_small_chunks(void **s) { (void)s; run_case("PINFAST_CHUNK=64K", "PINFAST_STAGING=192K", "staged", 0); }
 
 int main(int argc, char **argv)
@@ -149,6 +162,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_one_thread),
         cmocka_unit_test(test_one_slot),
         cmocka_unit_test(test_small_chunks),
+        cmocka_unit_test(test_no_threads),
+        cmocka_unit_test(test_two_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

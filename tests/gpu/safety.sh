@@ -7,7 +7,8 @@
 #                               a summary table at the end; exit 1 on any
 #                               difference, failure or sanitizer error
 # Sizes (environment): EQUIV_SEED (1), EQUIV_N (40 programs per build),
-# ERR_JOBS (8 children at once), TORCH_STEPS (30); ONLY="1 6" runs those sections.  About 6-7 minutes on an H100.
+# ERR_JOBS (8 children at once), TORCH_STEPS (30); ONLY="1 6" runs those sections
+# (9, resources, preloads $B/libnothreads.so ahead of pinfast).  About 6-7 minutes on an H100.
 # docs/safety.md describes the suites.
 set -u
 cd "$(dirname "$0")/../.." || exit 2
@@ -33,7 +34,8 @@ build() {
         for w in $WORKLOADS; do
             [ -x "$B/$w" ] || echo "-std=c++17 -Icuda -o $B/$w cuda/$w.cu"
         done
-    } | xargs -P "${JOBS:-2}" -I{} sh -c "$NVCC $flags {} || { echo 'build failed: {}'; exit 255; }"
+    } | xargs -P "${JOBS:-2}" -I{} sh -c "$NVCC $flags {} || { echo 'build failed: {}'; exit 255; }" &&
+    ${CC:-cc} -O2 -Wall -Wextra -shared -fPIC -o "$B/libnothreads.so" tests/support/nothreads.c -ldl
 }
 
 if [ "${1:-}" = build ]; then
@@ -199,6 +201,32 @@ echo "== 8. capture and graphs: captured copies pass through, graphs replay them
 run3 capture 120 "$B/capture"
 cat "$W/capture.pinfast"
 row "capture" "$(grep -c ' wrong$' "$W/capture.plain")" "$(( $(differences capture ': ') + BAD_RC + $(fails capture) ))" -
+fi
+if want 9; then
+echo "== 9. resources: no staging memory, one slot smaller than a chunk, pinfast's threads failing to start"
+# every copy staged that can be; the warnings each configuration must print, per process
+NT="LD_PRELOAD=$(cd "$B" && pwd)/libnothreads.so:$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0"
+SAVED=("${CONFIGS[@]}")
+CONFIGS=("plain|-u LD_PRELOAD" "nostaging|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0 PINFAST_STAGING=0"
+         "oneslot|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_MIN_SIZE=0 PINFAST_STAGING=100K"
+         "nothreads|$NT PFT_NO_THREADS=0" "twothreads|$NT PFT_NO_THREADS=2 PINFAST_THREADS=8")
+NAMES=$(for c in "${CONFIGS[@]}"; do echo "${c%%|*}"; done)
+declare -A WARN=([plain]=0 [nostaging]=0 [oneslot]=0 [nothreads]=1 [twothreads]=1)
+cases=0 d=0
+for prog in equiv samples/vectorAdd samples/simpleStreams samples/matrixMul; do
+    name=res-${prog#samples/}
+    if [ "$prog" = equiv ]; then run3 "$name" 300 "$B/equiv" 7 10; else run3 "$name" 120 "$B/$prog"; fi
+    d=$((d + $(differences "$name" '^(program|PASS|FAIL)') + BAD_RC + $(fails "$name")))
+    for c in $NAMES; do
+        w=$(grep -c '^pinfast: warning' "$W/$name.$c.err")
+        [ "$w" = "${WARN[$c]}" ] || { echo "$name $c: $w warnings, expected ${WARN[$c]}"; d=$((d + 1)); }
+        cases=$((cases + 1))
+    done
+done
+grep -h '^pinfast: warning' "$W"/res-*.err | sort | uniq -c
+row "resources (4 programs x 5 settings)" "$cases" "$d" -
+CONFIGS=("${SAVED[@]}")
+NAMES=$(for c in "${CONFIGS[@]}"; do echo "${c%%|*}"; done)
 fi
 echo
 printf '| %-38s | %7s | %11s | %16s |\n' suite cases "diffs+failures" "sanitizer errors"
