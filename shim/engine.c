@@ -478,7 +478,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (!c || !c->nslots)
         return 0;
     uint64_t tc = stamp(debug);
-    int workers = pf_workers_start(), asleep = pf_workers_sleeping();
+    int workers = pf_workers_start(__atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE)), asleep = pf_workers_sleeping();
     pf_workers_active(1);
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     const struct pf_options *o = pf_options();
@@ -530,12 +530,13 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
     if (debug) {
         uint64_t t4 = pf_now_ns();
+        int processes, budget = pf_workers_budget(&processes);
         pf_msg(PF_DEBUG,
                "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots; "
-               "%d of %d workers asleep; us: classify %.1f capture %.1f range %.1f context %.1f "
+               "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
                "wake %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
                x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, landed_bytes, p.nchunks, p.ntasks, p.helped, nh,
-               asleep, workers, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
+               asleep, workers, budget, processes, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
                (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3,
                (t3 - t2) / 1e3,
                p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,

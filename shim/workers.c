@@ -2,6 +2,7 @@
 #include "clock.h"
 #include "message.h"
 #include "options.h"
+#include "peers.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -31,7 +32,14 @@ static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int sleepers; /* workers waiting on `wake` */
 static int started;  /* workers running */
 static int active;   /* copies under way: workers keep polling */
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static uint64_t last_end_ns; /* when the last copy ended: workers poll SPIN_NS past it */
+/* Workers awake at once (polling or copying): all of them, divided among
+ * the processes staging on this machine at the time (peers.c). */
+static int budget = MAX_WORKERS;
+static int peers = 1;   /* the processes the budget was shared among */
+static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
+static int sized_for;  /* contexts the pool was last sized for */
+static int gave_up;    /* a thread failed to start: no more tries, no more warnings */
 static uint64_t busy_ns;
 
 void pf_relax(void) {
@@ -112,8 +120,17 @@ void pf_task_wait(struct pf_task *t) {
     }
 }
 
+static int awake(void) {
+    return __atomic_load_n(&started, __ATOMIC_ACQUIRE) - __atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
+}
+
 static void wake_some(int n) {
     if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
+        return;
+    int room = __atomic_load_n(&budget, __ATOMIC_RELAXED) - awake();
+    if (n > room)
+        n = room;
+    if (n <= 0)
         return;
     pthread_mutex_lock(&sleep_lock);
     while (n--)
@@ -121,7 +138,27 @@ static void wake_some(int n) {
     pthread_mutex_unlock(&sleep_lock);
 }
 
-void pf_workers_active(int delta) { __atomic_fetch_add(&active, delta, __ATOMIC_RELAXED); }
+void pf_workers_active(int delta) {
+    if (delta < 0)
+        __atomic_store_n(&last_end_ns, pf_now_ns(), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&active, delta, __ATOMIC_RELAXED);
+}
+
+/* Idle, a worker polls while a copy is under way, and SPIN_NS past both the
+ * moment it ran out of work and the end of the last copy: a program copying
+ * in a loop then finds the workers awake at its next copy.  Measured from
+ * the first alone, they were all asleep by then (engine trace, 64 MiB H2D:
+ * the first DMA 45-130 us into each copy).  Past the budget, it sleeps. */
+static int keep_polling(uint64_t idle_until) {
+    if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
+        return 0;
+    if (awake() > __atomic_load_n(&budget, __ATOMIC_RELAXED))
+        return 0;
+    if (__atomic_load_n(&active, __ATOMIC_RELAXED))
+        return 1;
+    uint64_t now = pf_now_ns();
+    return now < idle_until || now < __atomic_load_n(&last_end_ns, __ATOMIC_RELAXED) + SPIN_NS;
+}
 
 /* Wakes one sleeper, which wakes two more, and so on (see worker): a
  * broadcast to a dozen threads costs the caller ~20 us (engine trace on the
@@ -148,8 +185,7 @@ static void *worker(void *arg) {
             continue;
         }
         uint64_t until = pf_now_ns() + SPIN_NS;
-        while (!__atomic_load_n(&queued, __ATOMIC_RELAXED) &&
-               (__atomic_load_n(&active, __ATOMIC_RELAXED) || pf_now_ns() < until))
+        while (keep_polling(until))
             pf_relax();
         pthread_mutex_lock(&sleep_lock);
         __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
@@ -172,19 +208,26 @@ static int available_cpus(void) {
     return n > 0 ? (int)n : 1;
 }
 
-static void start(void) {
-    int want = pf_options()->threads;
-    if (want == 0) {
-        /* 12 of 16 CPUs moved the most on the H100 machine (engine sweep in
-         * docs/results); past that, threads only contend for memory */
-        want = available_cpus() * 3 / 4;
-        if (want < 1)
-            want = 1;
-        if (want > 16)
-            want = 16;
-    }
-    if (want > MAX_WORKERS)
-        want = MAX_WORKERS;
+/* The pool's size for this many contexts staging: three of four CPUs, at
+ * most 16 per context.  12 of 16 CPUs moved the most on the H100 machine
+ * (engine sweep in docs/results); past that, threads only contend for
+ * memory.  A second GPU's copies get workers of their own, CPUs allowing. */
+static int wanted(int contexts) {
+    int n = pf_options()->threads;
+    if (n)
+        return n > MAX_WORKERS ? MAX_WORKERS : n;
+    int most = available_cpus() * 3 / 4, per = most > 16 ? 16 : most;
+    n = per * (contexts > 1 ? contexts : 1);
+    if (n > most)
+        n = most;
+    if (n < 1)
+        n = 1;
+    return n > MAX_WORKERS ? MAX_WORKERS : n;
+}
+
+/* Under grow_lock: starts workers until `want` run. */
+static void grow(int want) {
+    int n = __atomic_load_n(&started, __ATOMIC_RELAXED);
     /* workers take no signals: the program's handlers run on its own threads */
     sigset_t all, old;
     sigfillset(&all);
@@ -193,35 +236,57 @@ static void start(void) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64 * 1024);
-    int n = 0;
     for (; n < want; n++) {
         pthread_t th;
         if (pthread_create(&th, &attr, worker, NULL))
             break;
+        __atomic_store_n(&started, n + 1, __ATOMIC_RELEASE);
         char name[16];
         snprintf(name, sizeof name, "pinfast-w%d", n);
         pthread_setname_np(th, name);
     }
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (n < want)
+    if (n < want) {
+        gave_up = 1;
         pf_msg(PF_WARNING, "started %d of %d staging threads; callers copy the rest themselves",
                n, want);
-    __atomic_store_n(&started, n, __ATOMIC_RELEASE);
+    }
 }
 
-int pf_workers_start(void) {
-    pthread_once(&once, start);
-    return __atomic_load_n(&started, __ATOMIC_ACQUIRE);
+int pf_workers_start(int contexts) {
+    if (contexts > __atomic_load_n(&sized_for, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&grow_lock);
+        if (contexts > sized_for) {
+            if (!gave_up)
+                grow(wanted(contexts));
+            __atomic_store_n(&sized_for, contexts, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&grow_lock);
+    }
+    int n = __atomic_load_n(&started, __ATOMIC_ACQUIRE), p = pf_peers_staging();
+    int b = (n + p - 1) / p;
+    __atomic_store_n(&budget, b < 2 ? 2 : b, __ATOMIC_RELAXED);
+    __atomic_store_n(&peers, p, __ATOMIC_RELAXED);
+    return n;
+}
+
+int pf_workers_budget(int *processes) {
+    *processes = __atomic_load_n(&peers, __ATOMIC_RELAXED);
+    return __atomic_load_n(&budget, __ATOMIC_RELAXED);
 }
 
 void pf_workers_forked(void) {
     pthread_mutex_init(&sleep_lock, NULL);
     pthread_cond_init(&wake, NULL);
+    pthread_mutex_init(&grow_lock, NULL);
     head = tail = NULL;
     qlock = queued = sleepers = started = active = 0;
-    busy_ns = 0;
-    once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    sized_for = gave_up = 0;
+    budget = MAX_WORKERS;
+    peers = 1;
+    last_end_ns = busy_ns = 0;
+    pf_peers_forked();
 }
 
 int pf_workers_sleeping(void) { return __atomic_load_n(&sleepers, __ATOMIC_RELAXED); }

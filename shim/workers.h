@@ -42,11 +42,18 @@ void pf_workers_active(int delta);
 /* A short pause in a polling loop. */
 void pf_relax(void);
 
-/* Starts the threads if not yet started; returns how many run. */
-int pf_workers_start(void);
+/* Called as a copy is staged, with the number of contexts staging: starts
+ * threads until the pool is the size for them (once a thread fails to
+ * start, no more are tried), shares the pool's waking hours out with the
+ * other processes staging on this machine, and returns how many run. */
+int pf_workers_start(int contexts);
 
 /* In a forked child: the threads are gone; start afresh when needed. */
 void pf_workers_forked(void);
+
+/* Workers allowed awake at once, and the processes staging it was shared
+ * among (debug log). */
+int pf_workers_budget(int *processes);
 
 /* Workers asleep now (debug log). */
 int pf_workers_sleeping(void);

@@ -13,6 +13,7 @@
 #include "spawn.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -273,7 +274,19 @@ static long calls(const struct report *r, const char *direction, const char *mem
     return n;
 }
 
-static void run(const char *mode)
+/* The pool pinfast should start with NDEV contexts staging and no
+ * PINFAST_THREADS: 16 per context, at most three of four CPUs (at least 1). */
+static int default_threads(void)
+{
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int most = cpus * 3 / 4, n = (most < 16 ? most : 16) * NDEV;
+    n = n < most ? n : most;
+    return n > 0 ? n : 1;
+}
+
+/* threads: PINFAST_THREADS, 0 for the default */
+static void run(const char *mode, int threads)
 {
     static struct report r;
     char json[300], counts[300], errf[300], stats[320], seed[64];
@@ -282,8 +295,10 @@ static void run(const char *mode)
     snprintf(errf, sizeof errf, "%s/%s.err", dir, mode);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
     snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_rand());
+    char nthreads[64];
+    snprintf(nthreads, sizeof nthreads, "PINFAST_THREADS=%d", threads);
     const char *set[] = { "PINFAST_STATS=json", stats, "PINFAST_MIN_SIZE=256K", "PINFAST_STAGING=8M",
-                          "PINFAST_CHUNK=1M", "PINFAST_THREADS=3", "PINFAST_DISABLE=0", seed,
+                          "PINFAST_CHUNK=1M", nthreads, "PINFAST_DISABLE=0", seed,
                           t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", NULL };
     char *argv[] = { "test_multidev", (char *)mode, counts, NULL };
     int rc = sp_run(argv, t_pinfast(), set, "/dev/null", errf, 280, NULL);
@@ -310,11 +325,13 @@ static void run(const char *mode)
     assert_int_equal(calls(&r, "H2D", "pageable", "staged"), (long)h2d);
     assert_int_equal(calls(&r, "D2H", "pageable", "staged"), (long)d2h);
     assert_int_equal(calls(&r, "D2D", "device", "passthrough"), (long)peer);
-    assert_int_equal(r.staging.threads, 3);
+    /* the pool grows as the second context starts staging */
+    assert_int_equal(r.staging.threads, threads ? threads : default_threads());
 }
 
-static void test_primary(void **s) { (void)s; run("primary"); }
-static void test_created(void **s) { (void)s; run("created"); }
+static void test_primary(void **s) { (void)s; run("primary", 3); }
+static void test_created(void **s) { (void)s; run("created", 3); }
+static void test_default_pool(void **s) { (void)s; run("primary", 0); }
 
 int main(int argc, char **argv)
 {
@@ -323,6 +340,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_primary),
         cmocka_unit_test(test_created),
+        cmocka_unit_test(test_default_pool),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
