@@ -26,7 +26,7 @@
 #define SPLIT 8                /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
 #define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
-#define AUTO_STREAM_BELOW (64u << 20)
+#define AUTO_STREAM_BELOW (128u << 20)
 #define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
 
 struct slot {
@@ -485,8 +485,9 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     struct plan p = {.x = x, .chunk = c->slot_size};
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
-    /* streaming stores won at 1 MiB (14.5 vs 11.2 GB/s H2D) and lost at 1 GiB
-     * (44.9 vs 49.2): engine sweep v5 in docs/results */
+    /* streaming stores won at 1 MiB (14.5 vs 11.2 GB/s H2D) and 64 MiB (39.0
+     * vs 36.2) and lost at 256 MiB (39.9 vs 42.5) and 1 GiB (44.9 vs 49.2):
+     * engine sweeps v5 and v8 in docs/results */
     if (p.kind == PF_COPY_AUTO)
         p.kind = x->bytes < AUTO_STREAM_BELOW ? PF_COPY_STREAM : PF_COPY_MEMCPY;
     struct pf_xfer rest = *x;
