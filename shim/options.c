@@ -48,7 +48,7 @@ static const struct option table[] = {
     {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
      "0: never stage pageable copies (count them only)"},
     {"PINFAST_THREADS", K_INT, F(threads), "0", 0, 64, NULL,
-     "staging worker threads; 0: three per four available CPUs, at most 16"},
+     "staging worker threads; 0: 16 per context staging, at most 3 of 4 CPUs"},
     {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL,
      "largest piece a staged copy is cut into"},
     {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "512K", 0, 1LL << 40, NULL,
