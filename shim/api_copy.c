@@ -37,7 +37,7 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
                        enum pf_mem sk) {
     if (!pf_enter())
         return pass_linear(api, sym, dst, src, n, s);
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = pf_ticks();
     if (sk == UNCLASSIFIED)
         sk = pf_classify(src);
     if (dk == UNCLASSIFIED)
@@ -81,7 +81,7 @@ static CUresult linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int a
         r = pass_linear(api, sym, dst, src, n, s);
         pf_nvtx_pop(noted);
     }
-    pf_stats_copy(api, dir, host, path, n, pf_now_ns() - t0, r);
+    pf_stats_copy(api, dir, host, path, n, pf_ticks_since(t0), r);
     if (r == CUDA_SUCCESS && back)
         pf_stats_round_trip(n);
     /* a D2H into pageable memory is complete on return, even an async one,
@@ -127,9 +127,9 @@ LINEAR_PAIR(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz, PF_API_DTOD_ASYNC, 
     do {                                                                       \
         if (!pf_enter())                                                       \
             return call;                                                       \
-        uint64_t t0_ = pf_now_ns();                                            \
+        uint64_t t0_ = pf_ticks();                                             \
         CUresult r_ = call;                                                    \
-        pf_stats_copy(api, dir, mem, PF_PATH_PASSTHROUGH, bytes, pf_now_ns() - t0_, r_); \
+        pf_stats_copy(api, dir, mem, PF_PATH_PASSTHROUGH, bytes, pf_ticks_since(t0_), r_); \
         return r_;                                                             \
     } while (0)
 

@@ -11,6 +11,7 @@
  * program's (not cudart's, not the driver's) is decided at exit, where
  * symbol names are at hand; a full table counts the rest as "other". */
 #include "callsite.h"
+#include "clock.h"
 #include "elfsym.h"
 #include "options.h"
 
@@ -116,10 +117,11 @@ static struct counts *slot_for(void *const *f, int n) {
 
 static int own(const void *ret) { return (uintptr_t)ret >= own_lo && (uintptr_t)ret < own_hi; }
 
-void pf_callsite_copy(size_t bytes, uint64_t ns) {
+void pf_callsite_copy(size_t bytes, uint64_t ticks) {
     int n = pf_options()->callsites;
     if (!n)
         return;
+    uint64_t ns = pf_ticks_to_ns(ticks);
     double p = 1.0 / n;
     if ((double)bytes / ALWAYS_BYTES > p)
         p = (double)bytes / ALWAYS_BYTES;

@@ -8,9 +8,10 @@
 
 #define PF_CALLSITE_MAX 256 /* sites kept; the rest count as "other" */
 
-/* One copy call that took ns and moved bytes (0 for a failed one); walks the
- * stack when the copy is sampled.  Call it from inside the wrapper. */
-void pf_callsite_copy(size_t bytes, uint64_t ns);
+/* One copy call that took `ticks` (pf_ticks) and moved bytes (0 for a
+ * failed one); walks the stack when the copy is sampled.  Call it from
+ * inside the wrapper. */
+void pf_callsite_copy(size_t bytes, uint64_t ticks);
 
 /* A resolved site: estimates, scaled from the samples (exact when every
  * copy that reached it was walked). */
