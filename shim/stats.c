@@ -53,7 +53,7 @@ static int keyed; /* key made: a block can go back when its thread ends */
 static __thread struct block *mine;
 
 static struct counter allocs[PF_ALLOC_API_COUNT];
-static int used;
+int pf_stats_used;
 static uint64_t start_ns;
 
 #define PF_API_NAME_(id, name) name,
@@ -178,11 +178,6 @@ void pf_stats_round_trip(size_t bytes) {
     add(b, &b->trips, bytes, 0, 0);
 }
 
-void pf_stats_touch(void) {
-    if (!__atomic_load_n(&used, __ATOMIC_RELAXED))
-        __atomic_store_n(&used, 1, __ATOMIC_RELAXED);
-}
-
 /* No thread is inside claim() or thread_ends() while the process forks. */
 void pf_stats_fork_prepare(void) { pthread_mutex_lock(&lock); }
 void pf_stats_fork_done(void) { pthread_mutex_unlock(&lock); }
@@ -205,16 +200,11 @@ void pf_stats_forked(void) {
     memset(allocs, 0, sizeof allocs);
     pf_callsite_reset();
     pf_latepin_reset();
-    used = 0;
+    pf_stats_used = 0;
     start_ns = pf_now_ns();
 }
 
 __attribute__((constructor)) static void stats_start(void) { start_ns = pf_now_ns(); }
-
-enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
-    int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;
-    return sd ? (dd ? PF_DIR_D2D : PF_DIR_D2H) : (dd ? PF_DIR_H2D : PF_DIR_H2H);
-}
 
 /* A bounded buffer flushed with write(2): no stdio state, no allocation. */
 struct out {
@@ -633,7 +623,8 @@ static void report_text(struct out *o, double wall) {
 
 void pf_stats_report(void) {
     const struct pf_options *opt = pf_options();
-    if (!__atomic_load_n(&used, __ATOMIC_RELAXED) || opt->disable || opt->stats == PF_STATS_OFF)
+    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED) || opt->disable ||
+        opt->stats == PF_STATS_OFF)
         return;
     static struct out o; /* 8 KiB: not on the stack of an exiting thread */
     o.fd = STDERR_FILENO;

@@ -43,7 +43,11 @@ void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ticks, int res
 void pf_stats_round_trip(size_t bytes);
 
 /* Marks the process as a CUDA user: only those print a report. */
-void pf_stats_touch(void);
+extern int pf_stats_used;
+static inline void pf_stats_touch(void) {
+    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED))
+        __atomic_store_n(&pf_stats_used, 1, __ATOMIC_RELAXED);
+}
 
 /* Writes the report per PINFAST_STATS; calls no CUDA. */
 void pf_stats_report(void);
@@ -55,6 +59,9 @@ void pf_stats_fork_done(void);
 void pf_stats_forked(void);
 
 /* Direction of a copy from the kinds of its two sides. */
-enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst);
+static inline enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
+    int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;
+    return sd ? (dd ? PF_DIR_D2D : PF_DIR_D2H) : (dd ? PF_DIR_H2D : PF_DIR_H2H);
+}
 
 #endif
