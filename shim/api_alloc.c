@@ -8,9 +8,9 @@
     do {                                                                       \
         if (!pf_enter())                                                       \
             return call;                                                       \
-        uint64_t t0_ = pf_now_ns();                                            \
+        uint64_t t0_ = pf_ticks();                                             \
         CUresult r_ = call;                                                    \
-        pf_stats_alloc(api, bytes, pf_now_ns() - t0_, r_);                     \
+        pf_stats_alloc(api, bytes, pf_ticks_since(t0_), r_);                   \
         if (r_ == CUDA_SUCCESS)                                                \
             on_success;                                                        \
         return r_;                                                             \
@@ -24,9 +24,9 @@
             return call;                                                       \
         struct pf_range old_;                                                  \
         int had_ = pf_hostmap_remove((const void *)(ptr), &old_);              \
-        uint64_t t0_ = pf_now_ns();                                            \
+        uint64_t t0_ = pf_ticks();                                             \
         CUresult r_ = call;                                                    \
-        pf_stats_alloc(api, 0, pf_now_ns() - t0_, r_);                         \
+        pf_stats_alloc(api, 0, pf_ticks_since(t0_), r_);                       \
         if (r_ != CUDA_SUCCESS && had_)                                        \
             pf_hostmap_add((const void *)old_.base, old_.end - old_.base, old_.kind, old_.flags); \
         return r_;                                                             \
@@ -35,7 +35,7 @@
 /* Pinned allocations come from the pool when it has a block of that exact
  * kind, and go to it when freed. */
 static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flags) {
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = pf_ticks();
     void *p = pp && n ? pf_pool_take(api, n, flags) : NULL;
     CUresult r = CUDA_SUCCESS;
     if (p) {
@@ -45,9 +45,9 @@ static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flag
                 ? PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags)
                 : PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n);
         if (r == CUDA_SUCCESS)
-            pf_pool_adopt(*pp, api, n, flags, pf_now_ns() - t0);
+            pf_pool_adopt(*pp, api, n, flags, pf_ticks_to_ns(pf_ticks_since(t0)));
     }
-    pf_stats_alloc(api, n, pf_now_ns() - t0, r);
+    pf_stats_alloc(api, n, pf_ticks_since(t0), r);
     if (r == CUDA_SUCCESS) {
         pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags);
         pf_latepin_alloc(*pp, n);

@@ -1,9 +1,15 @@
-/* A copy is walked with probability p = max(1/N, bytes/4 MiB, ns/1 ms)
+/* A copy is walked with probability p = max(1/N, bytes/4 MiB, t/1 ms)
  * (N = PINFAST_CALLSITES) and then counts 1/p times its calls, bytes and
  * time: an unbiased (Horvitz-Thompson) estimate whose error per site is
  * bounded in docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per
  * frame, so small copies are sampled and long or large ones, where a walk
  * is lost in the copy's own time, are always walked.
+ *
+ * The draw is split in two so that a small copy costs a decrement: each
+ * thread counts down to its next copy walked at the base rate 1/N (the gaps
+ * of independent 1/N draws are geometric), and a copy large or long enough
+ * that p > 1/N, when not walked so, is walked with probability
+ * (p - 1/N) / (1 - 1/N): p in all.
  *
  * Sites live in a fixed open-addressed table keyed by a hash of the first
  * FRAMES return addresses outside pinfast: claimed with one compare-and-swap,
@@ -11,12 +17,14 @@
  * program's (not cudart's, not the driver's) is decided at exit, where
  * symbol names are at hand; a full table counts the rest as "other". */
 #include "callsite.h"
+#include "clock.h"
 #include "elfsym.h"
 #include "options.h"
 
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <link.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,12 +33,12 @@
 #define SITES PF_CALLSITE_MAX
 #define FRAMES 6      /* return addresses kept: static cudart is ~3 deep */
 #define OWN_FRAMES 6  /* at most this many of pinfast's own are on top */
-#define ALWAYS_BYTES (4.0 * 1048576)
-#define ALWAYS_NS 1e6
+#define ALWAYS_BYTES (4u << 20)
+#define ALWAYS_NS 1000000
 #define FIX 256 /* calls are kept in 1/256ths: weights are fractions */
 
 struct counts {
-    uint64_t calls_fix, bytes, ns, samples, estimated;
+    uint64_t calls_fix, bytes, ticks, samples, estimated;
 };
 
 struct slot {
@@ -46,7 +54,10 @@ static struct counts other;
 static uintptr_t own_lo, own_hi; /* pinfast's own mapping */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned threads;
-static __thread uint64_t rng;
+
+__thread struct pf_callsite_countdown pf_callsite_countdown;
+/* Per thread: the random draws, and ALWAYS_NS in ticks. */
+static __thread uint64_t rng, always_ticks;
 
 static int find_own(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size, (void)data;
@@ -74,16 +85,22 @@ static void init(void) {
 
 /* xorshift64*, one stream per thread */
 static double uniform(void) {
-    if (!rng)
-        rng = 0x9E3779B97F4A7C15ull * (__atomic_add_fetch(&threads, 1, __ATOMIC_RELAXED) | 1);
     rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
     return (double)((rng * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
 }
 
-static void count(struct counts *c, double w, size_t bytes, uint64_t ns) {
+/* Copies up to and including the next one walked at rate 1/n: P(> k) = (1 - 1/n)^k. */
+static uint64_t gap(int n) {
+    if (n == 1)
+        return 1;
+    double g = floor(log(1 - uniform()) / log1p(-1.0 / n));
+    return g < 1e18 ? 1 + (uint64_t)g : (uint64_t)1e18;
+}
+
+static void count(struct counts *c, double w, size_t bytes, uint64_t ticks) {
     __atomic_fetch_add(&c->calls_fix, (uint64_t)(w * FIX + 0.5), __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->bytes, (uint64_t)((double)bytes * w + 0.5), __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->ns, (uint64_t)((double)ns * w + 0.5), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->ticks, (uint64_t)((double)ticks * w + 0.5), __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->samples, 1, __ATOMIC_RELAXED);
     if (w > 1)
         __atomic_fetch_add(&c->estimated, 1, __ATOMIC_RELAXED);
@@ -116,17 +133,7 @@ static struct counts *slot_for(void *const *f, int n) {
 
 static int own(const void *ret) { return (uintptr_t)ret >= own_lo && (uintptr_t)ret < own_hi; }
 
-void pf_callsite_copy(size_t bytes, uint64_t ns) {
-    int n = pf_options()->callsites;
-    if (!n)
-        return;
-    double p = 1.0 / n;
-    if ((double)bytes / ALWAYS_BYTES > p)
-        p = (double)bytes / ALWAYS_BYTES;
-    if ((double)ns / ALWAYS_NS > p)
-        p = (double)ns / ALWAYS_NS;
-    if (p < 1 && uniform() >= p)
-        return;
+static void walk(double p, size_t bytes, uint64_t ticks) {
     pthread_once(&once, init);
     void *b[OWN_FRAMES + FRAMES];
     int got = backtrace(b, OWN_FRAMES + FRAMES), i = 0;
@@ -136,7 +143,43 @@ void pf_callsite_copy(size_t bytes, uint64_t ns) {
         i++;
     int kept = got - i < FRAMES ? got - i : FRAMES;
     if (kept > 0)
-        count(slot_for(b + i, kept), p < 1 ? 1 / p : 1, bytes, ns);
+        count(slot_for(b + i, kept), p < 1 ? 1 / p : 1, bytes, ticks);
+}
+
+/* Without call sites, the countdown never ends and no copy is small enough
+ * to leave the inline path. */
+static void setup(int n, struct pf_callsite_countdown *c) {
+    if (!n) {
+        c->left = c->small_bytes = c->small_ticks = UINT64_MAX;
+        return;
+    }
+    rng = 0x9E3779B97F4A7C15ull * (__atomic_add_fetch(&threads, 1, __ATOMIC_RELAXED) | 1);
+    always_ticks = pf_ns_to_ticks(ALWAYS_NS);
+    c->small_bytes = ALWAYS_BYTES / (unsigned)n;
+    c->small_ticks = always_ticks / (unsigned)n;
+    c->left = gap(n);
+}
+
+/* The copy the countdown reached, one with p > 1/N, or a thread's first. */
+void pf_callsite_sample(size_t bytes, uint64_t ticks) {
+    int n = pf_options()->callsites;
+    struct pf_callsite_countdown *c = &pf_callsite_countdown;
+    if (!c->left)
+        setup(n, c);
+    if (!n)
+        return;
+    int base = --c->left == 0;
+    if (base)
+        c->left = gap(n);
+    double q = 1.0 / n, p = q;
+    if ((double)bytes / ALWAYS_BYTES > p)
+        p = (double)bytes / ALWAYS_BYTES;
+    if ((double)ticks / (double)always_ticks > p)
+        p = (double)ticks / (double)always_ticks;
+    if (p > 1)
+        p = 1;
+    if (base || (p > q && uniform() < (p - q) / (1 - q)))
+        walk(p, bytes, ticks);
 }
 
 void pf_callsite_reset(void) {
@@ -209,7 +252,7 @@ static int name(void *ret, struct pf_site *s) {
 static void add_counts(struct pf_site *s, const struct counts *c) {
     s->calls += (__atomic_load_n(&c->calls_fix, __ATOMIC_RELAXED) + FIX / 2) / FIX;
     s->bytes += __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
-    s->ns += __atomic_load_n(&c->ns, __ATOMIC_RELAXED);
+    s->ns += pf_ticks_to_ns(__atomic_load_n(&c->ticks, __ATOMIC_RELAXED));
     s->samples += __atomic_load_n(&c->samples, __ATOMIC_RELAXED);
     s->estimated |= __atomic_load_n(&c->estimated, __ATOMIC_RELAXED) != 0;
 }

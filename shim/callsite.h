@@ -8,9 +8,24 @@
 
 #define PF_CALLSITE_MAX 256 /* sites kept; the rest count as "other" */
 
-/* One copy call that took ns and moved bytes (0 for a failed one); walks the
- * stack when the copy is sampled.  Call it from inside the wrapper. */
-void pf_callsite_copy(size_t bytes, uint64_t ns);
+/* Per thread: what lets most copies pass with a decrement and two compares. */
+struct pf_callsite_countdown {
+    uint64_t left; /* copies to the next one walked at the base rate; 0: not set up */
+    uint64_t small_bytes, small_ticks; /* copies up to these are walked at the base rate only */
+};
+extern __thread struct pf_callsite_countdown pf_callsite_countdown;
+void pf_callsite_sample(size_t bytes, uint64_t ticks);
+
+/* One copy call that took `ticks` (pf_ticks) and moved bytes (0 for a
+ * failed one); walks the stack when the copy is sampled.  Call it from
+ * inside the wrapper. */
+static inline void pf_callsite_copy(size_t bytes, uint64_t ticks) {
+    struct pf_callsite_countdown *c = &pf_callsite_countdown;
+    if (__builtin_expect(c->left > 1 && bytes <= c->small_bytes && ticks <= c->small_ticks, 1))
+        c->left--;
+    else
+        pf_callsite_sample(bytes, ticks);
+}
 
 /* A resolved site: estimates, scaled from the samples (exact when every
  * copy that reached it was walked). */

@@ -36,7 +36,7 @@ pf_real_dlsym(void *handle, const char *name) {
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int loaded;
+int pf_driver_loaded;
 
 static void load(void) {
     /* The program has normally loaded the driver already (its call is what
@@ -51,14 +51,12 @@ static void load(void) {
     for (int i = 0; i < PF_NSYMBOLS; i++)
         if (names[i])
             pf_real_table[i] = pf_real_dlsym(h, names[i]);
-    __atomic_store_n(&loaded, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pf_driver_loaded, 1, __ATOMIC_RELEASE);
 }
 
-int pf_driver_load(void) {
-    if (__atomic_load_n(&loaded, __ATOMIC_ACQUIRE))
-        return 1;
+int pf_driver_load_once(void) {
     pthread_once(&once, load);
-    return __atomic_load_n(&loaded, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE);
 }
 
 int pf_current_context(CUcontext *ctx, unsigned long long *id) {

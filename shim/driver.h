@@ -14,7 +14,12 @@ void *pf_real_dlsym(void *handle, const char *name);
 extern void *pf_real_table[PF_NSYMBOLS];
 
 /* Resolves the table once; returns 0 when no driver could be found. */
-int pf_driver_load(void);
+extern int pf_driver_loaded;
+int pf_driver_load_once(void);
+static inline int pf_driver_load(void) {
+    return __builtin_expect(__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE), 1) ||
+           pf_driver_load_once();
+}
 
 /* Calls the real function of symbol `sym`, typed like the function `proto`
  * (the legacy form of a per-thread-stream symbol, say); answers

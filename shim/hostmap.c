@@ -11,10 +11,9 @@ static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct pf_range *ranges;
 static size_t count, cap;
 static size_t live; /* read without the lock: skip it all while empty */
-static unsigned generation;
+unsigned pf_hostmap_generation_;
 
-unsigned pf_hostmap_generation(void) { return __atomic_load_n(&generation, __ATOMIC_ACQUIRE); }
-void pf_hostmap_touch(void) { __atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE); }
+void pf_hostmap_touch(void) { __atomic_fetch_add(&pf_hostmap_generation_, 1, __ATOMIC_RELEASE); }
 
 /* First index whose base is > p. */
 static size_t upper(uintptr_t p) {

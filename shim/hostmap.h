@@ -35,7 +35,10 @@ int pf_hostmap_find(const void *p, struct pf_range *out);
 
 /* Changes whenever the map does, and whenever device memory is freed: what
  * was learnt of an address before may no longer hold. */
-unsigned pf_hostmap_generation(void);
+extern unsigned pf_hostmap_generation_;
+static inline unsigned pf_hostmap_generation(void) {
+    return __atomic_load_n(&pf_hostmap_generation_, __ATOMIC_ACQUIRE);
+}
 void pf_hostmap_touch(void);
 
 /* Held across fork() so the child never inherits a half-changed map. */

@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <string.h>
 
-#define MIN_BYTES (64u << 10) /* smaller buffers do not matter for memory */
 #define SIZES 64
 #define HELD 64
 
@@ -21,11 +20,9 @@ static struct {
 static uint64_t count, bytes, live, peak;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-void pf_latepin_copy(size_t n) {
-    if (n < MIN_BYTES)
-        return;
+void pf_latepin_copy_large(size_t n) {
     for (unsigned i = 0; i < SIZES; i++) {
-        size_t *s = &sizes[(n / MIN_BYTES + i) % SIZES];
+        size_t *s = &sizes[(n / PF_LATEPIN_MIN_BYTES + i) % SIZES];
         size_t v = __atomic_load_n(s, __ATOMIC_RELAXED);
         if (!v && __atomic_compare_exchange_n(s, &v, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             return;
@@ -45,7 +42,7 @@ static int copied_before(size_t m) {
 }
 
 void pf_latepin_alloc(const void *p, size_t n) {
-    if (n < MIN_BYTES || !copied_before(n))
+    if (n < PF_LATEPIN_MIN_BYTES || !copied_before(n))
         return;
     pthread_mutex_lock(&lock);
     count++;

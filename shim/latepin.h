@@ -7,8 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PF_LATEPIN_MIN_BYTES (64u << 10) /* smaller buffers do not matter for memory */
+
 /* A successful copy of n bytes between pageable memory and the device. */
-void pf_latepin_copy(size_t n);
+void pf_latepin_copy_large(size_t n);
+static inline void pf_latepin_copy(size_t n) {
+    if (n >= PF_LATEPIN_MIN_BYTES)
+        pf_latepin_copy_large(n);
+}
 
 /* A successful pinned allocation of n bytes at p, and a successful free. */
 void pf_latepin_alloc(const void *p, size_t n);

@@ -11,8 +11,14 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static void prepare(void) { pf_hostmap_fork_prepare(); }
-static void parent(void) { pf_hostmap_fork_done(); }
+static void prepare(void) {
+    pf_hostmap_fork_prepare();
+    pf_stats_fork_prepare();
+}
+static void parent(void) {
+    pf_stats_fork_done();
+    pf_hostmap_fork_done();
+}
 
 /* The child has none of the parent's threads and may not use its CUDA state. */
 static void child(void) {
@@ -20,7 +26,7 @@ static void child(void) {
     pf_engine_forked();
     pf_pool_forked();
     pf_trace_forked();
-    pf_stats_reset();
+    pf_stats_forked();
 }
 
 /* Everything else waits for the first CUDA call: a process that makes none

@@ -43,10 +43,7 @@ int pf_nvtx_push(const char *what, enum pf_dir dir, size_t bytes) {
     return 1;
 }
 
-void pf_nvtx_pop(int pushed) {
-    if (pushed)
-        nvtxDomainRangePop(domain);
-}
+void pf_nvtx_pop_pushed(void) { nvtxDomainRangePop(domain); }
 
 #else
 
@@ -55,6 +52,6 @@ int pf_nvtx_push(const char *what, enum pf_dir dir, size_t bytes) {
     return 0;
 }
 
-void pf_nvtx_pop(int pushed) { (void)pushed; }
+void pf_nvtx_pop_pushed(void) {}
 
 #endif

@@ -11,6 +11,10 @@
  * calling thread when a tool is attached and PINFAST_NVTX allows; returns
  * whether it did, for pf_nvtx_pop. */
 int pf_nvtx_push(const char *what, enum pf_dir dir, size_t bytes);
-void pf_nvtx_pop(int pushed);
+void pf_nvtx_pop_pushed(void);
+static inline void pf_nvtx_pop(int pushed) {
+    if (pushed)
+        pf_nvtx_pop_pushed();
+}
 
 #endif

@@ -11,7 +11,7 @@ static struct {
     uintptr_t lo, hi;
     int holds; /* 0: free */
 } ranges[MAX_RANGES];
-static int used; /* ranges with holds, readable without the lock */
+int pf_pending_used;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t landed = PTHREAD_COND_INITIALIZER;
 
@@ -23,7 +23,7 @@ int pf_pending_begin(void *p, size_t n) {
             ranges[i].lo = (uintptr_t)p;
             ranges[i].hi = (uintptr_t)p + n;
             ranges[i].holds = 1;
-            __atomic_fetch_add(&used, 1, __ATOMIC_RELEASE);
+            __atomic_fetch_add(&pf_pending_used, 1, __ATOMIC_RELEASE);
             found = i;
         }
     pthread_mutex_unlock(&lock);
@@ -39,7 +39,7 @@ void pf_pending_hold(int range) {
 void pf_pending_release(int range) {
     pthread_mutex_lock(&lock);
     if (--ranges[range].holds == 0) {
-        __atomic_fetch_sub(&used, 1, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&pf_pending_used, 1, __ATOMIC_RELEASE);
         pthread_cond_broadcast(&landed);
     }
     pthread_mutex_unlock(&lock);
@@ -52,9 +52,7 @@ static int overlapping(uintptr_t lo, uintptr_t hi) {
     return 0;
 }
 
-void pf_pending_wait(const void *p, size_t n) {
-    if (!__atomic_load_n(&used, __ATOMIC_ACQUIRE))
-        return;
+void pf_pending_wait_held(const void *p, size_t n) {
     uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
     pthread_mutex_lock(&lock);
     while (overlapping(lo, hi))
@@ -65,7 +63,7 @@ void pf_pending_wait(const void *p, size_t n) {
 void pf_pending_forked(void) {
     for (int i = 0; i < MAX_RANGES; i++)
         ranges[i].holds = 0;
-    used = 0;
+    pf_pending_used = 0;
     pthread_mutex_init(&lock, NULL);
     pthread_cond_init(&landed, NULL);
 }

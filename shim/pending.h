@@ -16,7 +16,12 @@ void pf_pending_release(int range);
 
 /* Returns once no range overlapping [p, p+n) is pending; n = (size_t)-1
  * waits for every range. */
-void pf_pending_wait(const void *p, size_t n);
+extern int pf_pending_used; /* ranges with holds, readable without the lock */
+void pf_pending_wait_held(const void *p, size_t n);
+static inline void pf_pending_wait(const void *p, size_t n) {
+    if (__atomic_load_n(&pf_pending_used, __ATOMIC_ACQUIRE))
+        pf_pending_wait_held(p, n);
+}
 
 /* In a forked child: the parent's copies never land here. */
 void pf_pending_forked(void);

@@ -10,23 +10,50 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+/* Live counts: time in ticks (pf_ticks), converted when reported. */
+struct counter {
+    uint64_t calls, errors, bytes, ticks;
+};
+
+/* A counter as reported: summed over the threads, time in ns. */
 struct cell {
     uint64_t calls, errors, bytes, ns;
 };
 
 #define BUCKETS 48 /* sizes by power of two: [2^k, 2^(k+1)); bucket 0 also holds 0 */
+#define BLOCKS 256 /* threads counting at once in blocks of their own; more share one */
 
-static struct cell copies[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
-static struct cell allocs[PF_ALLOC_API_COUNT];
-static struct cell sizes[PF_DIR_COUNT][BUCKETS];
-static struct cell trips; /* round trips: calls and bytes */
-static int used;
+/* What the copy path counts.  A thread's own block is written only by that
+ * thread, with plain loads and stores (atomic, for the report's reads); a
+ * block outlives its thread and goes to the next new one: counts are sums. */
+struct block {
+    struct counter copies[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
+    struct counter sizes[PF_DIR_COUNT][BUCKETS];
+    struct counter trips; /* round trips: calls and bytes */
+    struct block *next;
+    int owned; /* a running thread counts in it; under lock */
+};
+
+/* Threads beyond BLOCKS, and a thread after its block went back: atomic adds. */
+static struct block shared;
+static struct block *blocks; /* every block made, newest first; never freed */
+static int nblocks;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_key_t key;
+static int keyed; /* key made: a block can go back when its thread ends */
+static __thread struct block *mine;
+
+static struct counter allocs[PF_ALLOC_API_COUNT];
+int pf_stats_used;
 static uint64_t start_ns;
 
 #define PF_API_NAME_(id, name) name,
@@ -38,13 +65,78 @@ static const char *const mem_names[] = {"pageable", "pinned", "pinfast", "manage
                                         "device", "mixed", "unknown"};
 static const char *const path_names[] = {"passthrough", "staged"};
 
-static void add(struct cell *c, size_t bytes, uint64_t ns, int result) {
+static void add_atomic(struct counter *c, size_t bytes, uint64_t ticks, int result) {
     __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&c->ns, ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&c->ticks, ticks, __ATOMIC_RELAXED);
     if (result)
         __atomic_fetch_add(&c->errors, 1, __ATOMIC_RELAXED);
     else
         __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+}
+
+/* No lock prefix: only this thread writes v. */
+static inline void bump(uint64_t *v, uint64_t by) {
+    __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
+}
+
+static inline void add(struct block *b, struct counter *c, size_t bytes, uint64_t ticks,
+                       int result) {
+    if (__builtin_expect(b == &shared, 0)) {
+        add_atomic(c, bytes, ticks, result);
+        return;
+    }
+    bump(&c->calls, 1);
+    bump(&c->ticks, ticks);
+    if (result)
+        bump(&c->errors, 1);
+    else
+        bump(&c->bytes, bytes);
+}
+
+/* A later destructor of the ending thread counts in the shared block. */
+static void thread_ends(void *p) {
+    struct block *b = p;
+    mine = &shared;
+    pthread_mutex_lock(&lock);
+    b->owned = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static void make_key(void) { keyed = !pthread_key_create(&key, thread_ends); }
+
+/* This thread's block: one a thread that ended left, or a new one (mmap:
+ * zero pages, touched only where counted), or the shared one. */
+__attribute__((cold)) static struct block *claim(void) {
+    pthread_once(&once, make_key);
+    struct block *b = NULL;
+    pthread_mutex_lock(&lock);
+    if (keyed) {
+        for (b = blocks; b && b->owned; b = b->next)
+            ;
+        if (!b && nblocks < BLOCKS) {
+            void *p = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                           -1, 0);
+            if (p != MAP_FAILED) {
+                b = p;
+                b->next = blocks;
+                blocks = b;
+                nblocks++;
+            }
+        }
+        if (b)
+            b->owned = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    if (b && pthread_setspecific(key, b)) {
+        thread_ends(b);
+        b = NULL;
+    }
+    return mine = b ? b : &shared;
+}
+
+static inline struct block *block(void) {
+    struct block *b = mine;
+    return __builtin_expect(b != NULL, 1) ? b : claim();
 }
 
 static int bucket(size_t bytes) {
@@ -52,48 +144,67 @@ static int bucket(size_t bytes) {
     return k < BUCKETS ? k : BUCKETS - 1;
 }
 
+/* A call that ended just now and took ticks; out of line, so that the
+ * common path saves no registers for it. */
+__attribute__((cold)) static void trace(const char *api, const char *dir, const char *mem,
+                                        const char *path, size_t bytes, uint64_t ticks,
+                                        int result) {
+    uint64_t ns = pf_ticks_to_ns(ticks);
+    pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result);
+}
+
 void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
-                   size_t bytes, uint64_t ns, int result) {
-    add(&copies[api][dir][mem][path], bytes, ns, result);
-    add(&sizes[dir][bucket(bytes)], bytes, ns, result);
-    pf_callsite_copy(result ? 0 : bytes, ns);
+                   size_t bytes, uint64_t ticks, int result) {
+    struct block *b = block();
+    add(b, &b->copies[api][dir][mem][path], bytes, ticks, result);
+    add(b, &b->sizes[dir][bucket(bytes)], bytes, ticks, result);
     if (!result && mem == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H))
         pf_latepin_copy(bytes);
+    if (__builtin_expect(pf_options()->trace != NULL, 0))
+        trace(copy_names[api], dir_names[dir], mem_names[mem], path_names[path], bytes, ticks,
+              result);
+    /* last, a tail call: its stack walks are no part of the traced call */
+    pf_callsite_copy(result ? 0 : bytes, ticks);
+}
+
+void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ticks, int result) {
+    add_atomic(&allocs[api], bytes, ticks, result);
     if (pf_options()->trace)
-        pf_trace(copy_names[api], dir_names[dir], mem_names[mem], path_names[path], bytes,
-                 pf_now_ns() - ns, ns, result);
+        trace(alloc_names[api], "-", "-", "-", bytes, ticks, result);
 }
 
-void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result) {
-    add(&allocs[api], bytes, ns, result);
-    if (pf_options()->trace)
-        pf_trace(alloc_names[api], "-", "-", "-", bytes, pf_now_ns() - ns, ns, result);
+void pf_stats_round_trip(size_t bytes) {
+    struct block *b = block();
+    add(b, &b->trips, bytes, 0, 0);
 }
 
-void pf_stats_round_trip(size_t bytes) { add(&trips, bytes, 0, 0); }
+/* No thread is inside claim() or thread_ends() while the process forks. */
+void pf_stats_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void pf_stats_fork_done(void) { pthread_mutex_unlock(&lock); }
 
-void pf_stats_touch(void) {
-    if (!__atomic_load_n(&used, __ATOMIC_RELAXED))
-        __atomic_store_n(&used, 1, __ATOMIC_RELAXED);
+/* Only the forking thread lives on in the child: it keeps its block, the
+ * other threads' blocks are free for the child's new threads. */
+static void clear(struct block *b) {
+    memset(b->copies, 0, sizeof b->copies);
+    memset(b->sizes, 0, sizeof b->sizes);
+    memset(&b->trips, 0, sizeof b->trips);
 }
 
-void pf_stats_reset(void) {
-    memset(copies, 0, sizeof copies);
+void pf_stats_forked(void) {
+    pthread_mutex_unlock(&lock);
+    clear(&shared);
+    for (struct block *b = blocks; b; b = b->next) {
+        clear(b);
+        b->owned = b == mine;
+    }
     memset(allocs, 0, sizeof allocs);
-    memset(sizes, 0, sizeof sizes);
-    memset(&trips, 0, sizeof trips);
     pf_callsite_reset();
     pf_latepin_reset();
-    used = 0;
+    pf_stats_used = 0;
     start_ns = pf_now_ns();
 }
 
 __attribute__((constructor)) static void stats_start(void) { start_ns = pf_now_ns(); }
-
-enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
-    int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;
-    return sd ? (dd ? PF_DIR_D2D : PF_DIR_D2H) : (dd ? PF_DIR_H2D : PF_DIR_H2H);
-}
 
 /* A bounded buffer flushed with write(2): no stdio state, no allocation. */
 struct out {
@@ -133,11 +244,55 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
 }
 
 /* Copies still in flight on other threads at exit keep counting. */
-static struct cell snap(const struct cell *c) {
-    return (struct cell){__atomic_load_n(&c->calls, __ATOMIC_RELAXED),
-                         __atomic_load_n(&c->errors, __ATOMIC_RELAXED),
-                         __atomic_load_n(&c->bytes, __ATOMIC_RELAXED),
-                         __atomic_load_n(&c->ns, __ATOMIC_RELAXED)};
+static void sum_into(struct cell *s, const struct counter *c) {
+    s->calls += __atomic_load_n(&c->calls, __ATOMIC_RELAXED);
+    s->errors += __atomic_load_n(&c->errors, __ATOMIC_RELAXED);
+    s->bytes += __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+    s->ns += __atomic_load_n(&c->ticks, __ATOMIC_RELAXED);
+}
+
+static struct cell snap(const struct counter *c) {
+    struct cell s = {0, 0, 0, 0};
+    sum_into(&s, c);
+    s.ns = pf_ticks_to_ns(s.ns);
+    return s;
+}
+
+/* The copy counters of all blocks, summed once for the report. */
+static struct {
+    struct cell copies[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
+    struct cell sizes[PF_DIR_COUNT][BUCKETS];
+    struct cell trips;
+} sum;
+
+static void sum_block(const struct block *b) {
+    for (int a = 0; a < PF_COPY_API_COUNT; a++)
+        for (int d = 0; d < PF_DIR_COUNT; d++)
+            for (int m = 0; m < PF_MEM_COUNT; m++)
+                for (int p = 0; p < PF_PATH_COUNT; p++)
+                    sum_into(&sum.copies[a][d][m][p], &b->copies[a][d][m][p]);
+    for (int d = 0; d < PF_DIR_COUNT; d++)
+        for (int k = 0; k < BUCKETS; k++)
+            sum_into(&sum.sizes[d][k], &b->sizes[d][k]);
+    sum_into(&sum.trips, &b->trips);
+}
+
+/* Ticks summed first, converted once per cell. */
+static void gather(void) {
+    memset(&sum, 0, sizeof sum);
+    sum_block(&shared);
+    pthread_mutex_lock(&lock);
+    for (const struct block *b = blocks; b; b = b->next)
+        sum_block(b);
+    pthread_mutex_unlock(&lock);
+    for (int a = 0; a < PF_COPY_API_COUNT; a++)
+        for (int d = 0; d < PF_DIR_COUNT; d++)
+            for (int m = 0; m < PF_MEM_COUNT; m++)
+                for (int p = 0; p < PF_PATH_COUNT; p++)
+                    sum.copies[a][d][m][p].ns = pf_ticks_to_ns(sum.copies[a][d][m][p].ns);
+    for (int d = 0; d < PF_DIR_COUNT; d++)
+        for (int k = 0; k < BUCKETS; k++)
+            sum.sizes[d][k].ns = pf_ticks_to_ns(sum.sizes[d][k].ns);
 }
 
 static double gbps(const struct cell *c) { return c->ns ? (double)c->bytes / (double)c->ns : 0.0; }
@@ -159,7 +314,7 @@ static struct cell total(int (*keep)(int a, int d, int m, int p)) {
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++)
                     if (keep(a, d, m, p)) {
-                        struct cell c = snap(&copies[a][d][m][p]);
+                        const struct cell c = sum.copies[a][d][m][p];
                         t.calls += c.calls, t.errors += c.errors, t.bytes += c.bytes, t.ns += c.ns;
                     }
     return t;
@@ -195,7 +350,7 @@ static int advise(struct advice *adv, double wall) {
     struct cell tiny = {0, 0, 0, 0};
     for (int d = 0; d < PF_DIR_COUNT; d++)
         for (int k = 0; k < TINY_BUCKETS; k++) {
-            struct cell c = snap(&sizes[d][k]);
+            const struct cell c = sum.sizes[d][k];
             tiny.calls += c.calls, tiny.bytes += c.bytes, tiny.ns += c.ns;
         }
     double tiny_s = (double)tiny.ns * 1e-9;
@@ -228,7 +383,7 @@ static int advise(struct advice *adv, double wall) {
             "time: buffers allocated pinned (cudaMallocHost, pin_memory=True) would need "
             "neither",
             stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds);
-    struct cell rt = snap(&trips);
+    struct cell rt = sum.trips;
     if (rt.calls >= 10)
         say(&adv[n++], "round-trips",
             "%llu buffers (%.1f MiB) were copied to the host and straight back with 64 "
@@ -260,7 +415,7 @@ static int advise(struct advice *adv, double wall) {
 
 /* JSON string contents: the advice texts hold no quote or backslash. */
 static void report_extras_json(struct out *o, double wall) {
-    struct cell all = total(any_copy), rt = snap(&trips);
+    struct cell all = total(any_copy), rt = sum.trips;
     put(o,
         "\"summary\":{\"copy_seconds\":%.6f,\"share_of_wall\":%.4f,\"round_trips\":%llu,"
         "\"round_trip_bytes\":%llu},\n\"histogram\":{",
@@ -271,7 +426,7 @@ static void report_extras_json(struct out *o, double wall) {
         const char *sep = "";
         int any = 0;
         for (int k = 0; k < BUCKETS; k++) {
-            struct cell c = snap(&sizes[d][k]);
+            const struct cell c = sum.sizes[d][k];
             if (!c.calls)
                 continue;
             if (!any++)
@@ -301,7 +456,7 @@ static void report_extras_text(struct out *o, double wall) {
         char line[400];
         size_t len = 0;
         for (int k = 0; k < BUCKETS && len < sizeof line - 40; k++) {
-            struct cell c = snap(&sizes[d][k]);
+            const struct cell c = sum.sizes[d][k];
             if (c.calls)
                 len += (size_t)snprintf(line + len, sizeof line - len, " %llu%s:%llu",
                                         1ull << (k % 10), unit[k / 10],
@@ -383,7 +538,7 @@ static void report_json(struct out *o, double wall) {
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
-                    const struct cell s_ = snap(&copies[a][d][m][p]), *c = &s_;
+                    const struct cell *c = &sum.copies[a][d][m][p];
                     if (!c->calls)
                         continue;
                     put(o,
@@ -433,7 +588,7 @@ static void report_text(struct out *o, double wall) {
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
-                    const struct cell s_ = snap(&copies[a][d][m][p]), *c = &s_;
+                    const struct cell *c = &sum.copies[a][d][m][p];
                     if (c->calls)
                         put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %9.2f\n",
                             copy_names[a], dir_names[d], mem_names[m], path_names[p],
@@ -468,7 +623,8 @@ static void report_text(struct out *o, double wall) {
 
 void pf_stats_report(void) {
     const struct pf_options *opt = pf_options();
-    if (!__atomic_load_n(&used, __ATOMIC_RELAXED) || opt->disable || opt->stats == PF_STATS_OFF)
+    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED) || opt->disable ||
+        opt->stats == PF_STATS_OFF)
         return;
     static struct out o; /* 8 KiB: not on the stack of an exiting thread */
     o.fd = STDERR_FILENO;
@@ -488,6 +644,7 @@ void pf_stats_report(void) {
         }
     }
     double wall = (double)(pf_now_ns() - start_ns) * 1e-9;
+    gather();
     if (opt->stats == PF_STATS_JSON)
         report_json(&o, wall);
     else

@@ -33,24 +33,35 @@ enum pf_alloc_api { PF_ALLOC_APIS(PF_API_ENUM_) PF_ALLOC_API_COUNT };
 enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
 enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
 
-/* Records one copy call; bytes count only when result is 0 (success). */
+/* Records one copy call that took `ticks` (pf_ticks); bytes count only when
+ * result is 0 (success). */
 void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
-                   size_t bytes, uint64_t ns, int result);
-void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ns, int result);
+                   size_t bytes, uint64_t ticks, int result);
+void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ticks, int result);
 
 /* An H2D that brought back, unchanged, what a D2H had just taken out. */
 void pf_stats_round_trip(size_t bytes);
 
 /* Marks the process as a CUDA user: only those print a report. */
-void pf_stats_touch(void);
+extern int pf_stats_used;
+static inline void pf_stats_touch(void) {
+    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED))
+        __atomic_store_n(&pf_stats_used, 1, __ATOMIC_RELAXED);
+}
 
 /* Writes the report per PINFAST_STATS; calls no CUDA. */
 void pf_stats_report(void);
 
-/* In a forked child: nothing the parent counted is the child's. */
-void pf_stats_reset(void);
+/* Around fork(): the prepare holds the lock of the threads' counters, the
+ * parent releases it; in the child nothing the parent counted is the child's. */
+void pf_stats_fork_prepare(void);
+void pf_stats_fork_done(void);
+void pf_stats_forked(void);
 
 /* Direction of a copy from the kinds of its two sides. */
-enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst);
+static inline enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
+    int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;
+    return sd ? (dd ? PF_DIR_D2D : PF_DIR_D2H) : (dd ? PF_DIR_H2D : PF_DIR_H2H);
+}
 
 #endif
