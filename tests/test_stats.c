@@ -34,7 +34,8 @@
 #define SLICE (2 * MAXSIZE)    /* a thread's own device memory: two halves for DtoD */
 #define THREADS 12             /* waves one and two */
 #define MANY 270               /* wave three: more than pinfast's 256 blocks */
-#define ROUND_TRIP_MIN 4096    /* pinfast's smallest round trip */
+#define ROUND_TRIP_MIN (512 * KiB) /* pinfast's smallest round trip (shim/roundtrip.c) */
+#define ROUND_TRIP_MAX (640 * KiB) /* under the PINFAST_MIN_SIZE the children run with */
 #define BUCKETS 48
 /* ThreadSanitizer starts no thread in the child of a process with threads. */
 #ifdef __SANITIZE_THREAD__
@@ -78,7 +79,7 @@ static void tally_add(struct tally *to, const struct tally *t)
 
 static struct drv d;
 static CUcontext ctx;
-static CUdeviceptr dev;
+static CUdeviceptr dev, dev_rt; /* dev_rt: round trips, ROUND_TRIP_MAX a worker */
 static void *pinned;
 /* In the forked child: zero-byte copies only, which the fake makes without
  * taking its lock (a thread of the parent may have held it at the fork). */
@@ -105,7 +106,8 @@ static int run_op(struct worker *w, unsigned char *out, unsigned char *in, unsig
     case H2D_ASYNC: return d.MemcpyHtoDAsync(a, out, n, NULL);
     case H2D_PINNED: return d.MemcpyHtoD(a, pinned, n);
     case D2D: return d.MemcpyDtoD(b, a, n);
-    case ROUND_TRIP: /* out and straight back, unchanged */
+    case ROUND_TRIP: /* out and straight back, unchanged (the first THREADS workers) */
+        a = dev_rt + (CUdeviceptr)w->index * ROUND_TRIP_MAX;
         return d.MemcpyDtoH(rt, a, n) || d.MemcpyHtoD(a, rt, n);
     default: return -1;
     }
@@ -126,7 +128,8 @@ static void *work(void *p)
 {
     struct worker *w = p;
     /* H2D reads only out, D2H writes only in: no round trip but the planned ones */
-    unsigned char *out = malloc(MAXSIZE), *in = malloc(MAXSIZE), *rt = malloc(MAXSIZE);
+    unsigned char *out = malloc(MAXSIZE), *in = malloc(MAXSIZE);
+    unsigned char *rt = malloc(w->index < THREADS ? ROUND_TRIP_MAX : 1);
     if (!out || !in || !rt || d.CtxSetCurrent(ctx)) {
         w->err = 1;
         return NULL;
@@ -158,9 +161,11 @@ static void plan(struct worker *w, int index, int nops)
     w->nops = nops;
     w->half = -1;
     for (int i = 0; i < nops; i++) {
-        w->ops[i] = (unsigned char)t_rand_range(H2D, forked ? D2D : ROUND_TRIP);
-        size_t least = w->ops[i] == ROUND_TRIP ? ROUND_TRIP_MIN : 0;
-        w->sizes[i] = forked ? 0 : (unsigned)t_rand_range(least, MAXSIZE);
+        w->ops[i] = (unsigned char)t_rand_range(H2D, forked || index >= THREADS ? D2D : ROUND_TRIP);
+        int trip = w->ops[i] == ROUND_TRIP;
+        w->sizes[i] = forked ? 0
+                             : (unsigned)t_rand_range(trip ? ROUND_TRIP_MIN : 0,
+                                                      trip ? ROUND_TRIP_MAX : MAXSIZE);
     }
 }
 
@@ -181,6 +186,7 @@ static int setup_child(void)
 {
     if (drv_load(&d, DRV_GPA, 0) || drv_context0(&d, &ctx) ||
         d.MemAlloc(&dev, (size_t)(MANY + THREADS + 1) * SLICE) ||
+        d.MemAlloc(&dev_rt, (size_t)THREADS * ROUND_TRIP_MAX) ||
         d.MemHostAlloc(&pinned, MAXSIZE, 0))
         return 1;
     t_fill(pinned, MAXSIZE, 99);
@@ -427,8 +433,9 @@ static int run_and_check(const char *mode, const char *const *extra)
     snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/r-%%p.json", dir);
     snprintf(expect, sizeof expect, "PFT_EXPECT_DIR=%s", dir);
     snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_rand());
-    const char *set[8] = {file, expect, seed, "PINFAST_STATS=json"};
-    int n = 4;
+    /* round trips of 512-640 KiB pass through like every other copy */
+    const char *set[8] = {file, expect, seed, "PINFAST_STATS=json", "PINFAST_MIN_SIZE=1M"};
+    int n = 5;
     for (int i = 0; extra && extra[i]; i++)
         set[n++] = extra[i];
     set[n] = NULL;
