@@ -41,7 +41,8 @@ linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int async, uintptr_t 
        uintptr_t src, size_t n, CUstream s, enum pf_mem dk, enum pf_mem sk) {
     if (!pf_enter())
         return pass_linear(api, sym, dst, src, n, s);
-    uint64_t t0 = pf_ticks();
+    unsigned timed = pf_time_weight(n);
+    uint64_t t0 = timed ? pf_ticks() : 0;
     if (sk == UNCLASSIFIED)
         sk = pf_classify(src);
     if (dk == UNCLASSIFIED)
@@ -85,7 +86,7 @@ linear(enum pf_copy_api api, enum pf_symbol sym, int ptds, int async, uintptr_t 
         r = pass_linear(api, sym, dst, src, n, s);
         pf_nvtx_pop(noted);
     }
-    pf_stats_copy(api, dir, host, path, n, pf_ticks_since(t0), r);
+    pf_stats_copy(api, dir, host, path, n, timed ? pf_ticks_since(t0) * timed : 0, r);
     if (r == CUDA_SUCCESS && back)
         pf_stats_round_trip(n);
     /* a D2H into pageable memory is complete on return, even an async one,

@@ -184,6 +184,7 @@ static void parse(void) {
                    *o->def ? o->def : "(none)");
         }
     }
+    pf_options_parsed.time_every_call = pf_options_parsed.trace || pf_options_parsed.callsites == 1;
     __atomic_store_n(&pf_options_ready, 1, __ATOMIC_RELEASE);
 }
 

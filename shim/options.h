@@ -23,6 +23,8 @@ struct pf_options {
     int async_d2h;          /* pageable async D2H lands in stream callbacks */
     int callsites;          /* walk the stack of 1 in N small copies; 0: no call sites */
     int nvtx;               /* NVTX ranges around the copies pinfast stages */
+    /* derived: a trace, or every copy's stack walked, wants every call timed */
+    int time_every_call;
 };
 
 /* Parsed on first use; every copy reads them, so the common path is one load. */

@@ -153,6 +153,16 @@ __attribute__((cold)) static void trace(const char *api, const char *dir, const 
     pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result);
 }
 
+__thread struct pf_time_sampler pf_time_sampler;
+
+/* A thread's first small copies, and every copy when each is to be timed. */
+unsigned pf_time_weight_slow(void) {
+    struct pf_time_sampler *t = &pf_time_sampler;
+    if (t->small < PF_TIME_EXACT && ++t->small == PF_TIME_EXACT)
+        t->rng = (uint32_t)(uintptr_t)t * 2654435761u | 1; /* a stream per thread */
+    return 1;
+}
+
 void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
                    size_t bytes, uint64_t ticks, int result) {
     struct block *b = block();

@@ -3,6 +3,7 @@
 #define PINFAST_STATS_H
 
 #include "hostmap.h"
+#include "options.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,36 @@ enum pf_alloc_api { PF_ALLOC_APIS(PF_API_ENUM_) PF_ALLOC_API_COUNT };
 
 enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
 enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
+
+/* Timing a call takes two counter reads, ~40 ns on the H100 VM: 4% of a
+ * 1 us cuMemcpyHtoDAsync (tests/gpu/passcost.sh).  So a thread's copies
+ * under PF_TIME_ALL_FROM bytes are all timed up to its PF_TIME_EXACT-th,
+ * then each with probability 1/PF_TIME_ONE_IN and its time counted that many
+ * times over: an unbiased estimate for programs that make millions, exact
+ * times for those that make few.  With a trace, or every copy's stack
+ * walked (PINFAST_CALLSITES=1), every call is timed. */
+#define PF_TIME_ALL_FROM (64u << 10)
+#define PF_TIME_EXACT 1024u
+#define PF_TIME_ONE_IN 8u
+struct pf_time_sampler {
+    uint32_t small; /* small copies so far, up to PF_TIME_EXACT */
+    uint32_t rng;   /* xorshift32; 0: not seeded */
+};
+extern __thread struct pf_time_sampler pf_time_sampler;
+unsigned pf_time_weight_slow(void);
+
+/* How many times over to count this copy's time; 0: do not time it. */
+static inline unsigned pf_time_weight(size_t bytes) {
+    struct pf_time_sampler *t = &pf_time_sampler;
+    if (bytes >= PF_TIME_ALL_FROM)
+        return 1;
+    if (__builtin_expect(t->small < PF_TIME_EXACT || pf_options()->time_every_call, 0))
+        return pf_time_weight_slow();
+    uint32_t x = t->rng;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    t->rng = x;
+    return x % PF_TIME_ONE_IN ? 0 : PF_TIME_ONE_IN;
+}
 
 /* Records one copy call that took `ticks` (pf_ticks); bytes count only when
  * result is 0 (success). */
