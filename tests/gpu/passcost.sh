@@ -2,7 +2,7 @@
 # What pinfast adds to a small copy it passes through, on the GPU: passcost
 # (driver API, 4-byte async copies) plain and under pinfast settings,
 # interleaved, ROUNDS rounds; medians of each setting's best-of-5.
-#   B=build-gpu tests/gpu/passcost.sh    ($B/libpinfast.so)
+#   B=build-gpu tests/gpu/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
 set -u
 B=${B:-build-gpu}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -11,6 +11,8 @@ LIB=$(cd "$B" && pwd)/libpinfast.so
 SETTINGS=("plain|-u LD_PRELOAD" "disabled|LD_PRELOAD=$LIB PINFAST_DISABLE=1"
           "stats-off|LD_PRELOAD=$LIB PINFAST_STATS=off PINFAST_CALLSITES=0"
           "no-callsites|LD_PRELOAD=$LIB PINFAST_CALLSITES=0" "default|LD_PRELOAD=$LIB")
+# another build to compare with: $B/libpinfast-prev.so, at its defaults
+[ -f "$B/libpinfast-prev.so" ] && SETTINGS+=("prev-default|LD_PRELOAD=$(cd "$B" && pwd)/libpinfast-prev.so")
 log=/tmp/passcost.jsonl
 : > "$log"
 for round in $(seq 1 "${ROUNDS:-7}"); do
