@@ -88,8 +88,21 @@ def command(w, build_dir, quick, pinned):
     return cmd
 
 
-def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout):
-    """Runs one workload once; returns the raw run dict (see results.py)."""
+def parse_cpus(spec):
+    """'4,5' or '2-5' -> a set of CPU numbers; ValueError on anything else."""
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        lo, hi = int(lo), int(hi or lo)
+        if lo < 0 or hi < lo:
+            raise ValueError("bad CPU range %r" % part)
+        cpus.update(range(lo, hi + 1))
+    return cpus
+
+
+def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None):
+    """Runs one workload once; returns the raw run dict (see results.py).
+    cpus: run it on these CPUs only (every variant alike)."""
     stats_files_dir = None
     stats_file = None
     if variant == "pinfast":
@@ -101,7 +114,8 @@ def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout):
     t0 = time.time()
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                           cwd=os.path.join(ROOT, "bench", "py") if w.kind == "py" else None)
+                           cwd=os.path.join(ROOT, "bench", "py") if w.kind == "py" else None,
+                           preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc, out, err = "timeout", e.stdout or "", "killed after %ss" % timeout

@@ -22,6 +22,13 @@ class TestSchedule(unittest.TestCase):
                                      ("small", "plain", 0)])
         self.assertEqual(order[5:8], [("small", "pinfast", 0), ("small", "pinned", 0), ("small", "plain", 1)])
 
+    def test_parse_cpus(self):
+        self.assertEqual(runner.parse_cpus("4,5"), {4, 5})
+        self.assertEqual(runner.parse_cpus("2-4,7"), {2, 3, 4, 7})
+        for bad in ("", "x", "5-2", "-1", "1,,2"):
+            with self.assertRaises(ValueError):
+                runner.parse_cpus(bad)
+
     def test_select(self):
         self.assertEqual(len(workloads.select("all")), len(workloads.WORKLOADS))
         self.assertEqual([w.name for w in workloads.select("small,sweep")], ["sweep", "small"])

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What pinfast adds to a small copy it passes through, on the GPU: passcost
 # (driver API, 4-byte async copies) plain and under pinfast settings,
-# interleaved, ROUNDS rounds; medians of each setting's best-of-5.
+# interleaved, ROUNDS rounds; medians of each setting's best-of-5.  CPUS=4,5
+# runs every one on those CPUs (runs on the H100 VM fall into a fast and a
+# slow mode, 1.3 against 2.0 us a call, which pinning avoids).
 #   B=build-gpu tests/gpu/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
 set -u
 B=${B:-build-gpu}
@@ -17,7 +19,7 @@ log=/tmp/passcost.jsonl
 : > "$log"
 for round in $(seq 1 "${ROUNDS:-7}"); do
   for s in "${SETTINGS[@]}"; do
-    out=$(env ${s#*|} /tmp/passcost "${N:-200000}" 2>/dev/null | tail -1) || { echo "FAIL ${s%%|*}"; exit 1; }
+    out=$(env ${s#*|} ${CPUS:+taskset -c "$CPUS"} /tmp/passcost "${N:-200000}" 2>/dev/null | tail -1) || { echo "FAIL ${s%%|*}"; exit 1; }
     echo "{\"setting\":\"${s%%|*}\",\"round\":$round,\"out\":$out}" >> "$log"
   done
 done
