@@ -11,20 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_) {                                                              \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, r_);   \
-            exit(2);                                                           \
-        }                                                                      \
-    } while (0)
+#include "probe.h"
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static uint64_t rng = 88172645463325252ull;
 static void fill(unsigned char *p, size_t n) {
@@ -102,11 +90,6 @@ static int check(void) {
     return bad != 0;
 }
 
-static int by_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void bench(size_t min, size_t max, int reps) {
     unsigned char *h = malloc(max), *pin;
     CK(cuMemHostAlloc((void **)&pin, max, 0));
@@ -118,19 +101,19 @@ static void bench(size_t min, size_t max, int reps) {
         int r = n >= (256u << 20) ? (reps + 1) / 2 : reps;
         double t[4][64];
         for (int i = 0; i < r + 2; i++) { /* two warm-ups */
-            double a = now();
+            double a = probe_now();
             CK(cuMemcpyHtoD_v2(dev, h, n));
             CK(cuCtxSynchronize());
-            double b = now();
+            double b = probe_now();
             CK(cuMemcpyDtoH_v2(h, dev, n));
-            double c = now();
+            double c = probe_now();
             unsigned char *fresh = malloc(n);
-            double d = now();
+            double d = probe_now();
             CK(cuMemcpyDtoH_v2(fresh, dev, n));
-            double e = now();
+            double e = probe_now();
             CK(cuMemcpyHtoD_v2(dev, pin, n));
             CK(cuCtxSynchronize());
-            double f = now();
+            double f = probe_now();
             free(fresh);
             if (i >= 2) {
                 t[0][i - 2] = b - a, t[1][i - 2] = c - b, t[2][i - 2] = e - d, t[3][i - 2] = f - e;
@@ -138,7 +121,7 @@ static void bench(size_t min, size_t max, int reps) {
         }
         const char *names[4] = {"H2D", "D2H", "D2H-fresh", "H2D-pinned"};
         for (int k = 0; k < 4; k++) {
-            qsort(t[k], (size_t)r, sizeof(double), by_double);
+            qsort(t[k], (size_t)r, sizeof(double), probe_by_double);
             printf("%-10s %11zu %8.2f GB/s  %9.1f us\n", names[k], n, n / t[k][r / 2] / 1e9,
                    t[k][r / 2] * 1e6);
         }
@@ -164,7 +147,7 @@ static void dma(size_t total, size_t chunk) {
     for (int mode = 0; mode < 4; mode++) {
         double t[9];
         for (int r = 0; r < 9; r++) {
-            double a = now();
+            double a = probe_now();
             if (mode == 0)
                 CK(cuMemcpyHtoDAsync_v2(dev, pin, total, s[0]));
             else
@@ -176,9 +159,9 @@ static void dma(size_t total, size_t chunk) {
                 }
             CK(cuStreamSynchronize(s[0]));
             CK(cuStreamSynchronize(s[1]));
-            t[r] = now() - a;
+            t[r] = probe_now() - a;
         }
-        qsort(t, 9, sizeof(double), by_double);
+        qsort(t, 9, sizeof(double), probe_by_double);
         printf("dma %-17s total %zu chunk %zu: %.2f GB/s\n", names[mode], total, chunk,
                total / t[4] / 1e9);
     }
@@ -186,12 +169,7 @@ static void dma(size_t total, size_t chunk) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    CUdevice d;
-    CUcontext c;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&d, 0));
-    CK(cuDevicePrimaryCtxRetain(&c, d));
-    CK(cuCtxSetCurrent(c));
+    probe_context();
     if (argc > 1 && !strcmp(argv[1], "dma")) {
         for (size_t c = 256 << 10; c <= (8u << 20); c *= 2)
             dma(64u << 20, c);

@@ -20,14 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        CUresult r_ = (x);                                                     \
-        if (r_) {                                                              \
-            fprintf(stderr, "%s: %d\n", #x, (int)r_);                          \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#include "probe.h"
 
 typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
 typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t, CUstream);
@@ -76,29 +69,13 @@ static void *driver_own(const char *name) {
     return f.addr;
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 #define BATCH 2000
 #define ROUNDS 41
 
 int main(void) {
-    CUdevice dev;
-    CUcontext ctx;
     CUstream st;
     CUdeviceptr d;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    probe_context();
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc(&d, 4096));
     unsigned *h = malloc(4096), *back = malloc(4096);
@@ -112,7 +89,7 @@ int main(void) {
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < 2; k++) {
                 int path = (r + k) & 1; /* alternate which path goes first */
-                double t0 = now();
+                double t0 = probe_now();
                 for (int i = 0; i < BATCH; i++) {
                     int j = i & 1023;
                     if (dir == 0)
@@ -122,7 +99,7 @@ int main(void) {
                 }
                 CK(cuStreamSynchronize(st));
                 if (r >= 0)
-                    ns[dir][path][r] = (now() - t0) / BATCH * 1e9;
+                    ns[dir][path][r] = (probe_now() - t0) / BATCH * 1e9;
             }
     for (int j = 0; j < 1024; j++)
         if (back[j] != h[j]) {
@@ -135,9 +112,9 @@ int main(void) {
         double diff[ROUNDS];
         for (int r = 0; r < ROUNDS; r++)
             diff[r] = ns[dir][0][r] - ns[dir][1][r];
-        qsort(diff, ROUNDS, sizeof diff[0], cmp);
-        qsort(ns[dir][0], ROUNDS, sizeof(double), cmp);
-        qsort(ns[dir][1], ROUNDS, sizeof(double), cmp);
+        qsort(diff, ROUNDS, sizeof diff[0], probe_by_double);
+        qsort(ns[dir][0], ROUNDS, sizeof(double), probe_by_double);
+        qsort(ns[dir][1], ROUNDS, sizeof(double), probe_by_double);
         printf("%s\"%s\":{\"symbol_ns\":%.1f,\"driver_ns\":%.1f,\"added_ns\":%.1f,\"added_q1\":%.1f,\"added_q3\":%.1f}",
                dir ? "," : "", dir ? "d2h_async" : "h2d_async", ns[dir][0][ROUNDS / 2], ns[dir][1][ROUNDS / 2],
                diff[ROUNDS / 2], diff[ROUNDS / 4], diff[3 * ROUNDS / 4]);

@@ -15,27 +15,19 @@
 #define READS 1000000
 #define ROUNDS 9
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "probe.h"
 
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* ns per call of f, median of ROUNDS; sink keeps the reads */
 static double per_read(uint64_t (*f)(void), uint64_t *sink) {
     double r[ROUNDS];
     for (int k = 0; k < ROUNDS; k++) {
-        double t0 = now();
+        double t0 = probe_now();
         for (int i = 0; i < READS; i++)
             *sink += f();
-        r[k] = (now() - t0) / READS * 1e9;
+        r[k] = (probe_now() - t0) / READS * 1e9;
     }
-    qsort(r, ROUNDS, sizeof r[0], cmp);
+    qsort(r, ROUNDS, sizeof r[0], probe_by_double);
     return r[ROUNDS / 2];
 }
 
@@ -65,11 +57,11 @@ int main(void) {
     int invariant = __get_cpuid(0x80000007, &a, &b, &c, &d) && (d >> 8 & 1);
     printf("TSC invariant (CPUID 0x80000007 EDX bit 8): %s\n", invariant ? "yes" : "no");
     printf("rdtsc: %.1f ns per read\n", per_read(tsc, &sink));
-    double t0 = now();
+    double t0 = probe_now();
     uint64_t c0 = __rdtsc();
     struct timespec nap = {0, 50000000};
     nanosleep(&nap, NULL);
-    printf("TSC rate: %.1f MHz (over a 50 ms sleep)\n", (double)(__rdtsc() - c0) / (now() - t0) * 1e-6);
+    printf("TSC rate: %.1f MHz (over a 50 ms sleep)\n", (double)(__rdtsc() - c0) / (probe_now() - t0) * 1e-6);
 #endif
     return sink == 42; /* never: keeps the reads */
 }

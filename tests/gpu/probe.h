@@ -1,0 +1,44 @@
+/* probe.h - what the single-file GPU probes (engine_check, passcost,
+ * probe_clock) share: the monotonic clock in seconds, a qsort comparison of
+ * doubles, and, with cuda.h included first, a checked driver call and the
+ * primary context of device 0 made current. */
+#ifndef PINFAST_PROBE_H
+#define PINFAST_PROBE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double probe_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static inline int probe_by_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#ifdef CUDA_VERSION
+#define CK(x)                                                                  \
+    do {                                                                       \
+        CUresult r_ = (x);                                                     \
+        if (r_) {                                                              \
+            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #x, r_);   \
+            exit(2);                                                           \
+        }                                                                      \
+    } while (0)
+
+static inline CUcontext probe_context(void) {
+    CUdevice d;
+    CUcontext c;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&d, 0));
+    CK(cuDevicePrimaryCtxRetain(&c, d));
+    CK(cuCtxSetCurrent(c));
+    return c;
+}
+#endif
+
+#endif
