@@ -16,7 +16,9 @@
  *    around the calls (pinfast's clock converted to seconds);
  *  - sampled: 4024 tiny slow copies, past the 1024 a thread has timed
  *    exactly: 1 in 8 of the rest is timed and counted 8 times, and the time
- *    reported is within [0.90, 1.05] of what the child measured.
+ *    reported is within [0.80, 1.20] of what the child measured (a delay
+ *    of the machine on one timed copy counts 8 times; a wrong weight would
+ *    be off by a factor of 3).
  * Under the plain variant the children only run. */
 #define _GNU_SOURCE
 #include "report.h"
@@ -411,7 +413,7 @@ static void check(const char *dir, const char *e)
         } else {
             double s;
             assert_int_equal(sscanf(line, "S %lf", &s), 1);
-            double lo = sampled ? 0.90 : 0.95, hi = sampled ? 1.05 : 1.01;
+            double lo = sampled ? 0.80 : 0.95, hi = sampled ? 1.20 : 1.01;
             if (seconds < lo * s || seconds > hi * s)
                 fail_msg("pid %d: the report gives %.6f s, the child measured %.6f s", pid,
                          seconds, s);
