@@ -94,6 +94,15 @@ differences() {
     done
     echo "$n"
 }
+# one NAME LIMIT CASES DIFFS CMD...: a program under every configuration, its
+# pinfast output shown; cases are the plain run's lines matching CASES,
+# differences the lines matching DIFFS that differ, plus failed runs and FAILs
+one() {
+    local name=$1 limit=$2 cases=$3 diffs=$4; shift 4
+    run3 "$name" "$limit" "$@"
+    cat "$W/$name.pinfast"
+    row "$name" "$(grep -c "$cases" "$W/$name.plain")" "$(( $(differences "$name" "$diffs") + BAD_RC + $(fails "$name") ))" -
+}
 
 if want 1; then
 echo "== 1. equivalence fuzzing: ${EQUIV_N:-40} programs from seed ${EQUIV_SEED:-1} per build"
@@ -123,9 +132,7 @@ row "errors_gpu" "$(grep -c ' -> ' "$W/errors.plain")" "$(( $(differences errors
 fi
 if want 3; then
 echo "== 3. processes, threads, signals"
-run3 procs 300 "$B/procs"
-cat "$W/procs.pinfast"
-row "procs" "$(grep -c '^PASS\|^FAIL' "$W/procs.plain")" "$(( $(differences procs '^(PASS|FAIL)') + BAD_RC + $(fails procs) ))" -
+one procs 300 '^PASS\|^FAIL' '^(PASS|FAIL)' "$B/procs"
 
 fi
 if want 4; then
@@ -198,9 +205,7 @@ row "racecheck (samples, pipeline)" "$SCASES" 0 "$SERR"
 fi
 if want 8; then
 echo "== 8. capture and graphs: captured copies pass through, graphs replay them"
-run3 capture 120 "$B/capture"
-cat "$W/capture.pinfast"
-row "capture" "$(grep -c ' wrong$' "$W/capture.plain")" "$(( $(differences capture ': ') + BAD_RC + $(fails capture) ))" -
+one capture 120 ' wrong$' ': ' "$B/capture"
 fi
 if want 9; then
 echo "== 9. resources: no staging memory, one slot smaller than a chunk, pinfast's threads failing to start"
