@@ -9,11 +9,13 @@
 #include "t.h"
 #include "spawn.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 #define THREADS 6
@@ -25,6 +27,31 @@ static double now(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* Both children set up (a sanitizer's start can take seconds), then stage
+ * for the same second and a half: each marks itself ready in PFT_RENDEZVOUS
+ * and waits for two marks. */
+static int rendezvous(void)
+{
+    const char *dir = getenv("PFT_RENDEZVOUS");
+    char mark[400];
+    snprintf(mark, sizeof mark, "%s/ready-%d", dir ? dir : ".", (int)getpid());
+    FILE *f = fopen(mark, "w");
+    if (!dir || !f)
+        return -1;
+    fclose(f);
+    for (double end = now() + 60; now() < end; usleep(1000)) {
+        int ready = 0;
+        DIR *d = opendir(dir);
+        for (struct dirent *e; d && (e = readdir(d));)
+            ready += strncmp(e->d_name, "ready-", 6) == 0;
+        if (d)
+            closedir(d);
+        if (ready >= 2)
+            return 0;
+    }
+    return -1;
+}
+
 static int child_stage(void)
 {
     if (t_setup(NULL))
@@ -34,6 +61,8 @@ static int child_stage(void)
     CUdeviceptr d;
     if (!h || !o || D.MemAlloc(&d, n))
         return 31;
+    if (rendezvous())
+        return 34;
     for (double end = now() + 1.5; now() < end;) {
         uint64_t salt = t_rand();
         size_t bad;
@@ -70,11 +99,13 @@ struct run {
     int rc;
 };
 
+static char rendezvous_env[320];
+
 static void *run_child(void *arg)
 {
     struct run *r = arg;
     const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_STATS=off", "PINFAST_LOG=debug",
-                          "PINFAST_THREADS=6", NULL };
+                          "PINFAST_THREADS=6", rendezvous_env, NULL };
     char *argv[] = { "test_peers", "stage", NULL };
     r->rc = sp_run(argv, t_pinfast(), set, "/dev/null", r->err, 120, NULL);
     return NULL;
@@ -85,6 +116,7 @@ static void test_two_processes(void **s)
     (void)s;
     struct run r[2];
     pthread_t th[2];
+    snprintf(rendezvous_env, sizeof rendezvous_env, "PFT_RENDEZVOUS=%s", dir);
     for (int i = 0; i < 2; i++) {
         snprintf(r[i].err, sizeof r[i].err, "%s/child-%d.err", dir, i);
         assert_int_equal(pthread_create(&th[i], NULL, run_child, &r[i]), 0);
