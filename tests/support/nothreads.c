@@ -13,13 +13,14 @@
 
 typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
+/* The next pthread_create after this one: a sanitizer's, when its runtime
+ * is loaded (a thread created behind ThreadSanitizer's back crashes it), else
+ * libc's.  pinfast's dlsym passes RTLD_NEXT lookups on as the caller's. */
 static create_fn real_create(void) {
     static create_fn real;
     create_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (!f) {
-        f = (create_fn)dlvsym(RTLD_NEXT, "pthread_create", "GLIBC_2.34");
-        if (!f)
-            f = (create_fn)dlvsym(RTLD_NEXT, "pthread_create", "GLIBC_2.2.5");
+        f = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
     return f;
