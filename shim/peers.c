@@ -70,8 +70,9 @@ static int claim(struct table *t, int me) {
 }
 
 static void leave(void) {
-    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && pid == getpid())
-        __atomic_compare_exchange_n(&table->pid[mine], &pid, 0, 0, __ATOMIC_RELAXED,
+    int me = pid; /* the exchange writes what it found here when it fails */
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && me == getpid())
+        __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED);
 }
 

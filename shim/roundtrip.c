@@ -23,9 +23,10 @@
 #define REMEMBERED 8
 #define SAMPLES 64
 /* The digest reads 64 cache lines of the buffer on every D2H this size or
- * more: a few hundred ns, which smaller copies cannot spare (4 KiB D2H copies
- * ran 0.6 us slower under pinfast on the H100, bench 001548); under pinfast's
- * own staging threshold a round trip costs the program little anyway. */
+ * more: for a 4 KiB copy, the whole buffer again, on a call pinfast should
+ * leave as it found it (4 KiB D2H copies ran 0.6 us slower under pinfast on
+ * the H100, bench 001548, this among the causes); under pinfast's own
+ * staging threshold a round trip costs the program little anyway. */
 #define MIN_BYTES (512u << 10)
 
 static __thread struct {
