@@ -17,6 +17,7 @@
 #include "workers.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_CONTEXTS 64
@@ -129,6 +130,7 @@ struct held {
     size_t off, len; /* the chunk, within the copy */
     int phase;       /* what the chunk waits for */
     int ntasks;
+    uint64_t dma_ns, landed_ns; /* debug log */
     struct pf_task tasks[MAX_SPLIT];
 };
 
@@ -160,6 +162,17 @@ static void release(struct context *c, struct held *h, int n) {
     pthread_mutex_unlock(&c->lock);
 }
 
+#define TIMELINE 24 /* chunks the debug log details */
+
+/* One chunk's times in the debug log: DMA issued, its end seen, the host
+ * copy's first task started and last task ended, the chunk retired. */
+struct chunk_log {
+    size_t off, len;
+    uint64_t dma, landed, first, last, seen;
+    int ntasks;
+    struct { uint64_t start, end; int by; } tasks[MAX_SPLIT];
+};
+
 struct plan {
     const struct pf_xfer *x;
     size_t chunk;          /* the largest chunk: a slot */
@@ -167,8 +180,9 @@ struct plan {
     size_t next;           /* offset of the next chunk */
     enum pf_copy_kind kind;
     /* for the debug log */
-    int nchunks, ntasks, helped;
-    uint64_t first_dma_ns, first_task_ns;
+    int debug, nchunks, ntasks, helped, nlog;
+    uint64_t t0, first_dma_ns, first_task_ns;
+    struct chunk_log *log; /* TIMELINE of them */
 };
 
 /* Takes the next chunk: the first ones are small, so that the first DMA
@@ -217,15 +231,43 @@ static void split(const struct plan *p, struct held *h) {
     h->ntasks = cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind);
 }
 
-/* What the debug log tells of a chunk's finished tasks. */
+/* What the debug log tells of a retired chunk. */
 static void account(struct plan *p, const struct held *h) {
+    struct chunk_log l = {.off = h->off, .len = h->len, .dma = h->dma_ns, .landed = h->landed_ns,
+                          .seen = pf_now_ns()};
     for (int i = 0; i < h->ntasks; i++) {
         const struct pf_task *t = &h->tasks[i];
-        if (!p->first_task_ns || t->started_ns < p->first_task_ns)
-            p->first_task_ns = t->started_ns;
-        p->helped += t->helped;
+        if (!l.first || t->started_ns < l.first)
+            l.first = t->started_ns;
+        if (t->ended_ns > l.last)
+            l.last = t->ended_ns;
+        l.tasks[l.ntasks++] = (__typeof__(l.tasks[0])){t->started_ns, t->ended_ns, t->by};
+        p->helped += !t->by;
     }
+    if (!p->first_task_ns || l.first < p->first_task_ns)
+        p->first_task_ns = l.first;
+    if (p->nlog < TIMELINE)
+        p->log[p->nlog++] = l;
     p->ntasks += h->ntasks;
+}
+
+/* A time for the debug line; no clock read when nobody prints it. */
+static uint64_t stamp(int debug) { return debug ? pf_now_ns() : 0; }
+
+static double us(const struct plan *p, uint64_t t) { return t ? (t - p->t0) / 1e3 : -1.0; }
+
+static void print_timeline(const struct plan *p) {
+    for (int i = 0; i < p->nlog; i++) {
+        const struct chunk_log *l = &p->log[i];
+        pf_msg(PF_DEBUG, "  chunk %zu+%zu us: dma %.1f landed %.1f copy %.1f-%.1f retired %.1f",
+               l->off, l->len, us(p, l->dma), us(p, l->landed), us(p, l->first), us(p, l->last),
+               us(p, l->seen));
+        char line[MAX_SPLIT * 24], *at = line;
+        for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
+            at += snprintf(at, sizeof line - (size_t)(at - line), " w%d:%.1f-%.1f", l->tasks[k].by,
+                           us(p, l->tasks[k].start), us(p, l->tasks[k].end));
+        pf_msg(PF_DEBUG, "    tasks%s", line);
+    }
 }
 
 static void wait_tasks(struct held *h) {
@@ -253,8 +295,9 @@ static CUresult dma(struct plan *p, struct held *h) {
                      : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
     if (r != CUDA_SUCCESS)
         return r;
+    h->dma_ns = stamp(p->debug);
     if (!p->first_dma_ns)
-        p->first_dma_ns = pf_now_ns();
+        p->first_dma_ns = h->dma_ns;
     r = PF_CALL(cuEventRecord, h->s->ev, x->stream);
     if (r != CUDA_SUCCESS) {
         /* no fence: make sure the DMA is over before the slot is reused */
@@ -302,8 +345,10 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
                 break;
             if (q)
                 err = q;
-            else if (c->phase == DMA)
+            else if (c->phase == DMA) {
+                c->landed_ns = stamp(p->debug);
                 split(p, c);
+            }
             first = (first + 1) % nh;
             count--;
             progress = 1;
@@ -320,9 +365,10 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
                 }
                 progress = 1;
             } else if (c->phase == COPYING && tasks_done(c)) {
-                account(p, c);
                 if (h2d && !(err = dma(p, c)))
                     fifo[(first + count++) % nh] = i;
+                if (p->debug)
+                    account(p, c);
                 c->phase = IDLE;
                 retired += c->len;
                 progress = 1;
@@ -447,9 +493,6 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
 
 /* Why a copy may not be staged, checked before touching anything, so that a
  * copy the driver would reject reaches the driver and gets its own error. */
-/* A time for the debug line; no clock read when nobody prints it. */
-static uint64_t stamp(int debug) { return debug ? pf_now_ns() : 0; }
-
 static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
     const struct pf_options *o = pf_options();
     if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
@@ -482,7 +525,8 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     pf_workers_active(1);
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     const struct pf_options *o = pf_options();
-    struct plan p = {.x = x, .chunk = c->slot_size};
+    struct chunk_log log[debug ? TIMELINE : 1];
+    struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log};
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
     /* streaming stores won at 1 MiB (14.5 vs 11.2 GB/s H2D) and 64 MiB (39.0
@@ -542,6 +586,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
                (t3 - t2) / 1e3,
                p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
                p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
+        print_timeline(&p);
     }
     return 1;
 }

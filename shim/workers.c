@@ -75,12 +75,15 @@ static struct pf_task *try_pop(size_t max_len) {
     return t;
 }
 
-static void run(struct pf_task *t, int helped) {
+static __thread int self; /* this worker's number from 1; 0 in callers */
+
+static void run(struct pf_task *t) {
     uint64_t t0 = pf_now_ns();
     t->started_ns = t0;
-    t->helped = helped;
+    t->by = self;
     pf_copy(t->kind, t->dst, t->src, t->len);
-    __atomic_fetch_add(&busy_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
+    t->ended_ns = pf_now_ns();
+    __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->state, DONE, __ATOMIC_RELEASE);
 }
 
@@ -114,7 +117,7 @@ void pf_task_wait(struct pf_task *t) {
     while (!pf_task_done(t)) {
         struct pf_task *other = try_pop((size_t)-1);
         if (other)
-            run(other, 1);
+            run(other);
         else
             pf_relax();
     }
@@ -168,20 +171,20 @@ void pf_workers_wake(void) { wake_some(1); }
 int pf_task_help(size_t max_len) {
     struct pf_task *t = try_pop(max_len);
     if (t)
-        run(t, 1);
+        run(t);
     return t != NULL;
 }
 
 /* Woken (by work or by pf_workers_wake), a worker polls again before it
  * sleeps, so a wake-up ahead of the work is not wasted. */
 static void *worker(void *arg) {
-    (void)arg;
+    self = (int)(intptr_t)arg;
     for (;;) {
         struct pf_task *t = try_pop((size_t)-1);
         if (t) {
             if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
                 wake_some(1); /* more work than hands: one more, in parallel with the others */
-            run(t, 0);
+            run(t);
             continue;
         }
         uint64_t until = pf_now_ns() + SPIN_NS;
@@ -238,7 +241,7 @@ static void grow(int want) {
     pthread_attr_setstacksize(&attr, 64 * 1024);
     for (; n < want; n++) {
         pthread_t th;
-        if (pthread_create(&th, &attr, worker, NULL))
+        if (pthread_create(&th, &attr, worker, (void *)(intptr_t)(n + 1)))
             break;
         __atomic_store_n(&started, n + 1, __ATOMIC_RELEASE);
         char name[16];

@@ -15,8 +15,9 @@ struct pf_task {
     size_t len;
     enum pf_copy_kind kind;
     int state;            /* queued, done */
-    int helped;           /* run by a caller, not a worker (debug log) */
+    int by;               /* the worker that ran it, 0 for a caller (debug log) */
     uint64_t started_ns;  /* debug log */
+    uint64_t ended_ns;    /* debug log */
     struct pf_task *next; /* queue link */
 };
 
