@@ -190,6 +190,11 @@ static void *worker(void *arg) {
         uint64_t until = pf_now_ns() + SPIN_NS;
         while (keep_polling(until))
             pf_relax();
+        /* work came: take it without touching the sleepers' mutex, on which
+         * a dozen workers queued for ~20 us before copying anything (engine
+         * v9 timeline, 1 MiB) */
+        if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
+            continue;
         pthread_mutex_lock(&sleep_lock);
         __atomic_fetch_add(&sleepers, 1, __ATOMIC_SEQ_CST);
         int slept = !__atomic_load_n(&queued, __ATOMIC_SEQ_CST);

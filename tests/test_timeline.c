@@ -58,7 +58,7 @@ static int teardown(void **s)
 
 struct chunk {
     size_t off, len;
-    double dma, landed, first, last, retired;
+    double dma, dma_end, landed, first, last, retired;
 };
 
 static int by_offset(const void *a, const void *b)
@@ -106,14 +106,16 @@ static int check_copy(const char *p, size_t n, int h2d)
         if (k == MAX_CHUNKS)
             fail_msg("%s: more than %d chunk lines", dirn, MAX_CHUNKS);
         struct chunk *x = &c[k++];
-        if (sscanf(p + 24, "%zu+%zu us: dma %lf landed %lf copy %lf-%lf retired %lf", &x->off,
-                   &x->len, &x->dma, &x->landed, &x->first, &x->last, &x->retired) != 7)
+        if (sscanf(p + 24, "%zu+%zu us: dma %lf-%lf landed %lf copy %lf-%lf retired %lf", &x->off,
+                   &x->len, &x->dma, &x->dma_end, &x->landed, &x->first, &x->last,
+                   &x->retired) != 8)
             fail_msg("%s: unreadable chunk line \"%.80s\"", dirn, p);
-        if (x->first < 0 || x->first > x->last || x->last > x->retired || x->dma < 0)
-            fail_msg("%s chunk %zu: copy %.1f-%.1f retired %.1f dma %.1f out of order", dirn,
-                     x->off, x->first, x->last, x->retired, x->dma);
-        if (h2d ? x->landed != -1.0 || x->dma < x->last || x->dma > x->retired
-                : x->landed < x->dma || x->first < x->landed)
+        if (x->first < 0 || x->first > x->last || x->last > x->retired || x->dma < 0 ||
+            x->dma > x->dma_end)
+            fail_msg("%s chunk %zu: copy %.1f-%.1f retired %.1f dma %.1f-%.1f out of order", dirn,
+                     x->off, x->first, x->last, x->retired, x->dma, x->dma_end);
+        if (h2d ? x->landed != -1.0 || x->dma < x->last || x->dma_end > x->retired
+                : x->landed < x->dma_end || x->first < x->landed)
             fail_msg("%s chunk %zu: dma %.1f landed %.1f copy %.1f-%.1f out of order", dirn,
                      x->off, x->dma, x->landed, x->first, x->last);
         p = check_tasks(strchr(p, '\n') + 1, x, dirn);
