@@ -39,13 +39,14 @@ rows = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
     for m in r["out"]["measurements"]:
-        rows.setdefault((m["name"], m["bytes"]), {}).setdefault(r["variant"], []).append(m.get("rate") or m["gbps"])
+        name = m["name"] + ("/" + m["direction"] if m.get("direction") not in (None, "both") else "")
+        rows.setdefault((name, m["bytes"]), {}).setdefault(r["variant"], []).append(m.get("rate") or m["gbps"])
 variants = list(dict.fromkeys(v for cells in rows.values() for v in cells))
-print("%-10s %10s " % ("kind", "bytes") + " ".join("%16.16s" % v for v in variants))
+print("%-14s %10s " % ("kind", "bytes") + " ".join("%16.16s" % v for v in variants))
 for (name, n), cells in sorted(rows.items()):
     med = {v: statistics.median(g) for v, g in cells.items()}
     base = med.get("plain")
-    print("%-10s %10d " % (name, n) + " ".join(
+    print("%-14s %10d " % (name, n) + " ".join(
         "%9.2f %5.2fx" % (med[v], med[v] / base) if v in med and base else "%16s" % "-"
         for v in variants))
 PY
