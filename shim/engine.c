@@ -27,7 +27,8 @@
 #define SPLIT 8                /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
 #define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
-#define AUTO_STREAM_BELOW (128u << 20)
+#define AUTO_STREAM_BELOW (128u << 20) /* H2D */
+#define AUTO_STREAM_FROM (64u << 20)   /* D2H */
 #define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
 #ifndef POLL_PAUSES /* experiment */
 #define POLL_PAUSES 32
@@ -552,11 +553,16 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log};
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
-    /* streaming stores won at 1 MiB (14.5 vs 11.2 GB/s H2D) and 64 MiB (39.0
+    /* H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64 MiB (39.0
      * vs 36.2) and lost at 256 MiB (39.9 vs 42.5) and 1 GiB (44.9 vs 49.2):
-     * engine sweeps v5 and v8 in docs/results */
-    if (p.kind == PF_COPY_AUTO)
+     * engine sweeps v5 and v8.  D2H: they lost at 16 MiB (26 vs 34, v8) and
+     * tied from 64 MiB on one GPU, where on two they keep the reads for
+     * ownership off the memory bus: 1 GiB on both H200s at once 85.6 ->
+     * 101.4 GB/s (h200x2-multigpu-v2 logs) */
+    if (p.kind == PF_COPY_AUTO && x->dir == PF_DIR_H2D)
         p.kind = x->bytes < AUTO_STREAM_BELOW ? PF_COPY_STREAM : PF_COPY_MEMCPY;
+    else if (p.kind == PF_COPY_AUTO)
+        p.kind = x->bytes >= AUTO_STREAM_FROM ? PF_COPY_STREAM : PF_COPY_MEMCPY;
     struct pf_xfer rest = *x;
     size_t landed_bytes = 0;
     *result = CUDA_SUCCESS;
