@@ -606,10 +606,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         uint64_t t4 = pf_now_ns();
         int processes, budget = pf_workers_budget(&processes);
         pf_msg(PF_DEBUG,
-               "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots; "
+               "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
                "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
                "wake %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
                x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, landed_bytes, p.nchunks, p.ntasks, p.helped, nh,
+               p.kind == PF_COPY_STREAM ? "streaming stores" : "memcpy",
                asleep, workers, budget, processes, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
                (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3,
                (t3 - t2) / 1e3,

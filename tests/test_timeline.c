@@ -4,7 +4,11 @@
  * chunk lines must tile the copy exactly, and their times must follow the
  * order the engine works in: a D2H chunk lands after its DMA and is copied
  * out after it lands; an H2D chunk is copied in before its DMA; every task
- * runs inside its chunk's copy, by the caller (w0) or one of the workers. */
+ * runs inside its chunk's copy, by the caller (w0) or one of the workers.
+ * In "sizes" mode, with the default chunks, the log shows how each copy was
+ * cut and copied: a D2H ends on chunks under 1 MiB (halved from 2 MiB), and
+ * the copy routine follows the auto rules (H2D streaming below 128 MiB, D2H
+ * from 64 MiB). */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -17,11 +21,9 @@
 #define THREADS 3
 #define MAX_CHUNKS 24 /* the log details this many chunks of a copy */
 
-static int child_copy(void)
+/* An H2D then a D2H of n bytes, checked. */
+static int round_trip(size_t n)
 {
-    if (t_setup(NULL))
-        return 30;
-    size_t n = t_rand_range(1200 * KiB, 3000 * KiB);
     unsigned char *h = malloc(n), *o = malloc(n);
     CUdeviceptr d;
     if (!h || !o || D.MemAlloc(&d, n))
@@ -36,7 +38,27 @@ static int child_copy(void)
         fprintf(stderr, "wrong byte at %zu\n", bad);
         return 33;
     }
+    D.MemFree(d);
+    free(h);
+    free(o);
     printf("copied %zu\n", n);
+    return 0;
+}
+
+static int child(const char *mode)
+{
+    if (t_setup(NULL))
+        return 30;
+    if (!strcmp(mode, "copy"))
+        return round_trip(t_rand_range(1200 * KiB, 3000 * KiB));
+    /* a mid size, then one past each auto threshold */
+    size_t sizes[] = {t_rand_range(4200 * KiB, 9000 * KiB), (64 << 20) + t_rand_range(1, 4096),
+                      (128 << 20) + t_rand_range(1, 4096)};
+    for (int i = 0; i < 3; i++) {
+        int rc = round_trip(sizes[i]);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 
@@ -91,15 +113,16 @@ static const char *check_tasks(const char *p, const struct chunk *c, const char 
     return end + 1;
 }
 
-/* Checks the timeline after the "staged" line at p; returns the chunk count. */
-static int check_copy(const char *p, size_t n, int h2d)
+/* Checks the timeline after the "staged" line at p: each chunk's times, and
+ * that the chunks tile the copy when all are shown.  Returns the chunk lines
+ * (sorted by offset in c, room for MAX_CHUNKS); *nchunks gets the copy's. */
+static int check_copy(const char *p, size_t n, int h2d, struct chunk *c, int *nchunks_out)
 {
     const char *dirn = h2d ? "H2D" : "D2H";
     int nchunks;
     const char *q = strstr(p, " B (");
     if (!q || sscanf(strstr(q, "): ") + 3, "%d chunks", &nchunks) != 1)
         fail_msg("%s: unreadable debug line \"%.80s\"", dirn, p);
-    struct chunk c[MAX_CHUNKS];
     int k = 0;
     p = strchr(p, '\n') + 1;
     while (!strncmp(p, "pinfast: debug:   chunk ", 24)) {
@@ -123,6 +146,9 @@ static int check_copy(const char *p, size_t n, int h2d)
     if (k != (nchunks < MAX_CHUNKS ? nchunks : MAX_CHUNKS))
         fail_msg("%s: %d chunk lines for %d chunks", dirn, k, nchunks);
     qsort(c, (size_t)k, sizeof c[0], by_offset);
+    *nchunks_out = nchunks;
+    if (k < nchunks)
+        return k;
     size_t at = 0;
     for (int i = 0; i < k; i++) {
         if (c[i].off != at || !c[i].len)
@@ -134,30 +160,92 @@ static int check_copy(const char *p, size_t n, int h2d)
     return k;
 }
 
+/* The child's stdout and stderr, run in `mode` with the debug log and set. */
+static void run_child(const char *mode, const char *const *set, char **o, char **e)
+{
+    char out[300], err[300];
+    snprintf(out, sizeof out, "%s/out-%s", dir, mode);
+    snprintf(err, sizeof err, "%s/err-%s", dir, mode);
+    char *argv[] = { "test_timeline", (char *)mode, NULL };
+    int rc = sp_run(argv, t_pinfast(), set, out, err, 120, NULL);
+    *o = sp_slurp(out, NULL);
+    *e = sp_slurp(err, NULL);
+    if (rc != 0)
+        fail_msg("child %s: status %d\n%s", mode, rc, *e ? *e : "");
+}
+
+/* The next "staged" line of the direction from *at on, for a copy of n bytes. */
+static const char *next_staged(const char **at, int h2d, size_t n)
+{
+    char want[80];
+    snprintf(want, sizeof want, "pinfast: debug: staged %s %zu B", h2d ? "H2D" : "D2H", n);
+    const char *p = *at ? strstr(*at, want) : NULL;
+    if (!p)
+        fail_msg("no debug line \"%s\"", want);
+    *at = p + 1;
+    return p;
+}
+
 static void test_timeline(void **s)
 {
     (void)s;
-    char out[300], err[300];
-    snprintf(out, sizeof out, "%s/out", dir);
-    snprintf(err, sizeof err, "%s/err", dir);
     const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_STATS=off", "PINFAST_LOG=debug",
                           "PINFAST_THREADS=3", "PINFAST_CHUNK=256K", NULL };
-    char *argv[] = { "test_timeline", "copy", NULL };
-    int rc = sp_run(argv, t_pinfast(), set, out, err, 120, NULL);
-    char *o = sp_slurp(out, NULL), *e = sp_slurp(err, NULL);
-    if (rc != 0)
-        fail_msg("child: status %d\n%s", rc, e ? e : "");
+    char *o, *e;
+    run_child("copy", set, &o, &e);
     size_t n = 0;
     const char *copied = o ? strstr(o, "copied ") : NULL;
     if (!copied || sscanf(copied, "copied %zu", &n) != 1)
         fail_msg("child printed no size");
     if (t_pinfast()) {
-        const char *h = e ? strstr(e, "pinfast: debug: staged H2D") : NULL;
-        const char *d = e ? strstr(e, "pinfast: debug: staged D2H") : NULL;
-        if (!h || !d)
-            fail_msg("no staged copy in the debug log:\n%s", e ? e : "");
-        int kh = check_copy(h, n, 1), kd = check_copy(d, n, 0);
+        struct chunk c[MAX_CHUNKS];
+        int nh, nd;
+        const char *at = e;
+        int kh = check_copy(next_staged(&at, 1, n), n, 1, c, &nh);
+        at = e;
+        int kd = check_copy(next_staged(&at, 0, n), n, 0, c, &nd);
+        if (kh != nh || kd != nd)
+            fail_msg("%zu bytes in %d and %d chunks: not all shown", n, nh, nd);
         print_message("%zu bytes: %d H2D chunks, %d D2H chunks\n", n, kh, kd);
+    }
+    free(o);
+    free(e);
+}
+
+static void test_default_cuts(void **s)
+{
+    (void)s;
+    const char *set[] = { "PINFAST_STATS=off", "PINFAST_LOG=debug", "PINFAST_THREADS=3", NULL };
+    char *o, *e;
+    run_child("sizes", set, &o, &e);
+    const char *copied = o;
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        copied = copied ? strstr(copied, "copied ") : NULL;
+        if (!copied || sscanf(copied++, "copied %zu", &n) != 1)
+            fail_msg("child printed %d sizes of 3", i);
+        if (!t_pinfast())
+            continue;
+        const char *at = e;
+        for (int h2d = 1; h2d >= 0; h2d--) {
+            const char *line = next_staged(&at, h2d, n);
+            int stream = h2d ? n < (128 << 20) : n >= (64 << 20);
+            const char *kind = stream ? "slots, streaming stores;" : "slots, memcpy;";
+            if (!strstr(line, kind) || strstr(line, kind) > strchr(line, '\n'))
+                fail_msg("%s of %zu bytes: expected \"%s\" in \"%.200s\"", h2d ? "H2D" : "D2H", n,
+                         kind, line);
+            struct chunk c[MAX_CHUNKS];
+            int nchunks, k = check_copy(line, n, h2d, c, &nchunks);
+            if (!h2d && k == nchunks) { /* all shown: the tail is in c */
+                size_t largest = 0;
+                for (int j = 0; j < k; j++)
+                    largest = c[j].len > largest ? c[j].len : largest;
+                if (largest > 2 << 20 || c[k - 1].len >= (1 << 20) + 4096)
+                    fail_msg("D2H of %zu bytes: largest chunk %zu, last %zu (halving from 2 MiB)",
+                             n, largest, c[k - 1].len);
+            }
+            print_message("%s %zu bytes: %d chunks, %s\n", h2d ? "H2D" : "D2H", n, nchunks, kind);
+        }
     }
     free(o);
     free(e);
@@ -165,10 +253,11 @@ static void test_timeline(void **s)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "copy") == 0)
-        return child_copy();
+    if (argc == 2)
+        return child(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_timeline),
+        cmocka_unit_test(test_default_cuts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
