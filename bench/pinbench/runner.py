@@ -1,5 +1,6 @@
 """Running things: the build, the interleaved schedule, one workload run
 with its environment, the progress line and its time estimate."""
+import hashlib
 import json
 import os
 import re
@@ -152,6 +153,15 @@ def git_commit():
                            capture_output=True, text=True, timeout=10)
         return p.stdout.strip() if p.returncode == 0 else ""
     except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def file_digest(path):
+    """The first 16 hex digits of the file's SHA-256; "" when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
         return ""
 
 

@@ -22,6 +22,16 @@ class TestSchedule(unittest.TestCase):
                                      ("small", "plain", 0)])
         self.assertEqual(order[5:8], [("small", "pinfast", 0), ("small", "pinned", 0), ("small", "plain", 1)])
 
+    def test_file_digest(self):
+        with tempfile.NamedTemporaryFile(delete=False) as f:
+            f.write(b"abc")
+        try:
+            # sha256("abc") begins ba7816bf8f01cfea
+            self.assertEqual(runner.file_digest(f.name), "ba7816bf8f01cfea")
+        finally:
+            os.unlink(f.name)
+        self.assertEqual(runner.file_digest("/nonexistent/libpinfast.so"), "")
+
     def test_parse_cpus(self):
         self.assertEqual(runner.parse_cpus("4,5"), {4, 5})
         self.assertEqual(runner.parse_cpus("2-4,7"), {2, 3, 4, 7})
