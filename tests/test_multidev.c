@@ -246,21 +246,10 @@ static int child(const char *mode, const char *file)
 }
 
 /* ---- the parent ----------------------------------------------------------------- */
-static const char *dir;
-
 static int group_setup(void **s)
 {
-    (void)s;
     t_seed();
-    dir = sp_tmpdir("multidev");
-    return dir ? 0 : -1;
-}
-
-static int group_teardown(void **s)
-{
-    (void)s;
-    sp_rmdir(dir);
-    return 0;
+    return sp_dir_setup(s);
 }
 
 /* calls of the report's rows matching direction, memory and path */
@@ -290,9 +279,9 @@ static void run(const char *mode, int threads)
 {
     static struct report r;
     char json[300], counts[300], errf[300], stats[320], seed[64];
-    snprintf(json, sizeof json, "%s/%s.json", dir, mode);
-    snprintf(counts, sizeof counts, "%s/%s.txt", dir, mode);
-    snprintf(errf, sizeof errf, "%s/%s.err", dir, mode);
+    snprintf(json, sizeof json, "%s/%s.json", sp_dir, mode);
+    snprintf(counts, sizeof counts, "%s/%s.txt", sp_dir, mode);
+    snprintf(errf, sizeof errf, "%s/%s.err", sp_dir, mode);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
     snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_rand());
     char nthreads[64];
@@ -342,5 +331,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_created),
         cmocka_unit_test(test_default_pool),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, sp_dir_teardown);
 }

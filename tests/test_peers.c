@@ -78,22 +78,6 @@ static int child_stage(void)
     return 0;
 }
 
-static const char *dir;
-
-static int setup(void **s)
-{
-    (void)s;
-    dir = sp_tmpdir("peers");
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    sp_rmdir(dir);
-    return 0;
-}
-
 struct run {
     char err[300];
     int rc;
@@ -116,9 +100,9 @@ static void test_two_processes(void **s)
     (void)s;
     struct run r[2];
     pthread_t th[2];
-    snprintf(rendezvous_env, sizeof rendezvous_env, "PFT_RENDEZVOUS=%s", dir);
+    snprintf(rendezvous_env, sizeof rendezvous_env, "PFT_RENDEZVOUS=%s", sp_dir);
     for (int i = 0; i < 2; i++) {
-        snprintf(r[i].err, sizeof r[i].err, "%s/child-%d.err", dir, i);
+        snprintf(r[i].err, sizeof r[i].err, "%s/child-%d.err", sp_dir, i);
         assert_int_equal(pthread_create(&th[i], NULL, run_child, &r[i]), 0);
     }
     for (int i = 0; i < 2; i++)
@@ -161,5 +145,5 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_processes),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

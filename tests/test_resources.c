@@ -63,22 +63,6 @@ static int child_copy(void)
     return 0;
 }
 
-static const char *dir;
-
-static int setup(void **s)
-{
-    (void)s;
-    dir = sp_tmpdir("resources");
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    sp_rmdir(dir);
-    return 0;
-}
-
 static int count(const char *s, const char *what)
 {
     int n = 0;
@@ -93,8 +77,8 @@ static void run_case(const char *a, const char *b, const char *want_path, int wa
 {
     static int k;
     char file[300], stats[320], errf[300];
-    snprintf(file, sizeof file, "%s/r-%d.json", dir, k);
-    snprintf(errf, sizeof errf, "%s/e-%d.txt", dir, k++);
+    snprintf(file, sizeof file, "%s/r-%d.json", sp_dir, k);
+    snprintf(errf, sizeof errf, "%s/e-%d.txt", sp_dir, k++);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", file);
     const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_STATS=json", stats,
                           t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", a, b, NULL };
@@ -165,5 +149,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_threads),
         cmocka_unit_test(test_two_threads),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

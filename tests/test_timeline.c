@@ -62,22 +62,6 @@ static int child(const char *mode)
     return 0;
 }
 
-static const char *dir;
-
-static int setup(void **s)
-{
-    (void)s;
-    dir = sp_tmpdir("timeline");
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **s)
-{
-    (void)s;
-    sp_rmdir(dir);
-    return 0;
-}
-
 struct chunk {
     size_t off, len;
     double dma, dma_end, landed, first, last, retired;
@@ -164,8 +148,8 @@ static int check_copy(const char *p, size_t n, int h2d, struct chunk *c, int *nc
 static void run_child(const char *mode, const char *const *set, char **o, char **e)
 {
     char out[300], err[300];
-    snprintf(out, sizeof out, "%s/out-%s", dir, mode);
-    snprintf(err, sizeof err, "%s/err-%s", dir, mode);
+    snprintf(out, sizeof out, "%s/out-%s", sp_dir, mode);
+    snprintf(err, sizeof err, "%s/err-%s", sp_dir, mode);
     char *argv[] = { "test_timeline", (char *)mode, NULL };
     int rc = sp_run(argv, t_pinfast(), set, out, err, 120, NULL);
     *o = sp_slurp(out, NULL);
@@ -259,5 +243,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_timeline),
         cmocka_unit_test(test_default_cuts),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

@@ -112,6 +112,22 @@ void sp_rmdir(const char *dir)
         fprintf(stderr, "could not remove %s\n", dir);
 }
 
+const char *sp_dir;
+
+int sp_dir_setup(void **state)
+{
+    (void)state;
+    sp_dir = sp_tmpdir(program_invocation_short_name);
+    return sp_dir ? 0 : -1;
+}
+
+int sp_dir_teardown(void **state)
+{
+    (void)state;
+    sp_rmdir(sp_dir);
+    return 0;
+}
+
 char *sp_slurp(const char *file, size_t *len)
 {
     FILE *f = fopen(file, "rb");

@@ -22,6 +22,13 @@ int sp_run(char *const argv[], int pinfast, const char *const *set, const char *
 /* A fresh directory under /tmp (removed by sp_rmdir); NULL on failure. */
 const char *sp_tmpdir(const char *tag);
 void sp_rmdir(const char *dir);
+
+/* cmocka group setup and teardown for tests whose children leave files:
+ * sp_dir is a fresh directory under /tmp named after the program, removed
+ * after the group. */
+extern const char *sp_dir;
+int sp_dir_setup(void **state);
+int sp_dir_teardown(void **state);
 /* The whole content of a file, NUL-terminated (malloc'd), or NULL. */
 char *sp_slurp(const char *file, size_t *len);
 #endif
