@@ -28,16 +28,9 @@ static int round_trip(size_t n)
     CUdeviceptr d;
     if (!h || !o || D.MemAlloc(&d, n))
         return 31;
-    uint64_t salt = t_rand();
-    size_t bad;
-    t_fill(h, n, salt);
-    t_poison(o, n);
-    if (D.MemcpyHtoD(d, h, n) || D.MemcpyDtoH(o, d, n))
-        return 32;
-    if (!t_check_fill(o, n, salt, &bad)) {
-        fprintf(stderr, "wrong byte at %zu\n", bad);
-        return 33;
-    }
+    int rc = t_round_trip(h, o, d, n);
+    if (rc)
+        return rc;
     D.MemFree(d);
     free(h);
     free(o);

@@ -107,6 +107,21 @@ int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad)
     return 1;
 }
 
+int t_round_trip(unsigned char *h, unsigned char *o, CUdeviceptr d, size_t n)
+{
+    uint64_t salt = t_rand();
+    size_t bad;
+    t_fill(h, n, salt);
+    t_poison(o, n);
+    if (D.MemcpyHtoD(d, h, n) || D.MemcpyDtoH(o, d, n))
+        return 32;
+    if (!t_check_fill(o, n, salt, &bad)) {
+        fprintf(stderr, "wrong byte at %zu\n", bad);
+        return 33;
+    }
+    return 0;
+}
+
 void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what)
 {
     size_t bad;

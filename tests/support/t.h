@@ -28,6 +28,10 @@ int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad);
 /* fails the test, naming `what` and the first wrong byte, unless p holds t_fill(salt) */
 void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what);
 void t_poison(void *p, size_t n);
+/* For child processes, which report by exit status: fills h with random
+ * bytes, copies them to d and back into o (poisoned first), and checks o.
+ * 0, 32 when a copy failed, 33 (the byte named on stderr) when o is wrong. */
+int t_round_trip(unsigned char *h, unsigned char *o, CUdeviceptr d, size_t n);
 /* make the calling (non-main) thread use T_CTX */
 void t_bind_ctx(void);
 #endif
