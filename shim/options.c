@@ -62,7 +62,7 @@ static const struct option table[] = {
     {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "auto", 0, 0, copy_names,
      "how workers fill slots: memcpy, stream (non-temporal stores), auto (stream below 128M)"},
     {"PINFAST_COPY_D2H", K_ENUM, F(copy_d2h), "auto", 0, 0, copy_names,
-     "how workers empty slots into the program's memory: memcpy, stream or auto"},
+     "how workers empty slots into the program's memory: memcpy, stream, auto (stream from 64M)"},
     {"PINFAST_CALLSITES", K_INT, F(callsites), "256", 0, 1 << 20, NULL,
      "report call sites: walk the stack of 1 in N small copies (1: every copy; 0: off)"},
     {"PINFAST_NVTX", K_BOOL, F(nvtx), "1", 0, 1, NULL,
