@@ -46,6 +46,7 @@ struct context {
     pthread_mutex_t lock;
     pthread_cond_t freed;
     int nslots;
+    int turn;          /* where the search for a free slot starts */
     int landing;       /* slots held by asynchronous D2H chunks */
     size_t slot_size;
     struct slot slots[MAX_SLOTS];
@@ -138,17 +139,32 @@ struct held {
 };
 
 
+/* The next free slot, taking them in turn: a slot the workers copied out
+ * of keeps its lines in their caches for a while, and a DMA into lines
+ * that must first be snooped out of a core's cache runs at 21 GB/s against
+ * 50 (probe_poll, engine v10).  Taken in turn, a slot comes back after
+ * PINFAST_STAGING of other chunks.  Called with the lock held. */
+static struct slot *take_slot(struct context *c) {
+    for (int k = 0; k < c->nslots; k++) {
+        int i = (c->turn + k) % c->nslots;
+        if (!c->slots[i].busy) {
+            c->turn = (i + 1) % c->nslots;
+            c->slots[i].busy = 1;
+            return &c->slots[i];
+        }
+    }
+    return NULL;
+}
+
 /* Takes up to `want` free slots, waiting for one if none is free.  A copy
  * holds at most half the slots, so copies in the other direction proceed. */
 static int acquire(struct context *c, struct held *h, int want) {
     int n = 0;
     pthread_mutex_lock(&c->lock);
     for (;;) {
-        for (int i = 0; i < c->nslots && n < want; i++)
-            if (!c->slots[i].busy) {
-                c->slots[i].busy = 1;
-                h[n++] = (struct held){.s = &c->slots[i], .phase = IDLE};
-            }
+        struct slot *s;
+        while (n < want && (s = take_slot(c)))
+            h[n++] = (struct held){.s = s, .phase = IDLE};
         if (n)
             break;
         pthread_cond_wait(&c->freed, &c->lock);
@@ -171,6 +187,7 @@ static void release(struct context *c, struct held *h, int n) {
  * copy's first task started and last task ended, the chunk retired. */
 struct chunk_log {
     size_t off, len;
+    int slot;
     uint64_t dma, dma_end, landed, first, last, seen;
     int ntasks;
     struct { uint64_t start, end; int by; } tasks[MAX_SPLIT];
@@ -186,6 +203,7 @@ struct plan {
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
     struct chunk_log *log; /* TIMELINE of them */
+    const struct slot *slots; /* the context's, to number them */
 };
 
 /* Takes the next chunk: the first ones are small, so that the first DMA
@@ -243,7 +261,8 @@ static void split(const struct plan *p, struct held *h) {
 
 /* What the debug log tells of a retired chunk. */
 static void account(struct plan *p, const struct held *h) {
-    struct chunk_log l = {.off = h->off, .len = h->len, .dma = h->dma_ns, .dma_end = h->dma_end_ns,
+    struct chunk_log l = {.off = h->off, .len = h->len, .slot = (int)(h->s - p->slots),
+                          .dma = h->dma_ns, .dma_end = h->dma_end_ns,
                           .landed = h->landed_ns, .seen = pf_now_ns()};
     for (int i = 0; i < h->ntasks; i++) {
         const struct pf_task *t = &h->tasks[i];
@@ -269,8 +288,8 @@ static double us(const struct plan *p, uint64_t t) { return t ? (t - p->t0) / 1e
 static void print_timeline(const struct plan *p) {
     for (int i = 0; i < p->nlog; i++) {
         const struct chunk_log *l = &p->log[i];
-        pf_msg(PF_DEBUG, "  chunk %zu+%zu us: dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
-               l->off, l->len, us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
+        pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
+               l->off, l->len, l->slot, us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
                us(p, l->last), us(p, l->seen));
         char line[MAX_SPLIT * 24], *at = line;
         for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
@@ -452,12 +471,8 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
 static struct slot *take_landing_slot(struct context *c) {
     struct slot *s = NULL;
     pthread_mutex_lock(&c->lock);
-    for (int i = 0; i < c->nslots && !s && c->landing < (c->nslots + 1) / 2; i++)
-        if (!c->slots[i].busy) {
-            s = &c->slots[i];
-            s->busy = 1;
-            c->landing++;
-        }
+    if (c->landing < (c->nslots + 1) / 2 && (s = take_slot(c)))
+        c->landing++;
     pthread_mutex_unlock(&c->lock);
     return s;
 }
@@ -550,7 +565,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
     const struct pf_options *o = pf_options();
     struct chunk_log log[debug ? TIMELINE : 1];
-    struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log};
+    struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log, .slots = c->slots};
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
     /* H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64 MiB (39.0

@@ -4,7 +4,9 @@
  * chunk lines must tile the copy exactly, and their times must follow the
  * order the engine works in: a D2H chunk lands after its DMA and is copied
  * out after it lands; an H2D chunk is copied in before its DMA; every task
- * runs inside its chunk's copy, by the caller (w0) or one of the workers.
+ * runs inside its chunk's copy, by the caller (w0) or one of the workers;
+ * and the D2H uses none of the slots the H2D just used (slots are taken in
+ * turn, so that their lines have left the CPUs' caches before the next DMA).
  * In "sizes" mode, with the default chunks, the log shows how each copy was
  * cut and copied: a D2H ends on chunks under 1 MiB (halved from 2 MiB), and
  * the copy routine follows the auto rules (H2D streaming below 128 MiB, D2H
@@ -57,6 +59,7 @@ static int child(const char *mode)
 
 struct chunk {
     size_t off, len;
+    int slot;
     double dma, dma_end, landed, first, last, retired;
 };
 
@@ -106,9 +109,9 @@ static int check_copy(const char *p, size_t n, int h2d, struct chunk *c, int *nc
         if (k == MAX_CHUNKS)
             fail_msg("%s: more than %d chunk lines", dirn, MAX_CHUNKS);
         struct chunk *x = &c[k++];
-        if (sscanf(p + 24, "%zu+%zu us: dma %lf-%lf landed %lf copy %lf-%lf retired %lf", &x->off,
-                   &x->len, &x->dma, &x->dma_end, &x->landed, &x->first, &x->last,
-                   &x->retired) != 8)
+        if (sscanf(p + 24, "%zu+%zu slot %d us: dma %lf-%lf landed %lf copy %lf-%lf retired %lf",
+                   &x->off, &x->len, &x->slot, &x->dma, &x->dma_end, &x->landed, &x->first,
+                   &x->last, &x->retired) != 9)
             fail_msg("%s: unreadable chunk line \"%.80s\"", dirn, p);
         if (x->first < 0 || x->first > x->last || x->last > x->retired || x->dma < 0 ||
             x->dma > x->dma_end)
@@ -175,14 +178,19 @@ static void test_timeline(void **s)
     if (!copied || sscanf(copied, "copied %zu", &n) != 1)
         fail_msg("child printed no size");
     if (t_pinfast()) {
-        struct chunk c[MAX_CHUNKS];
+        struct chunk c[MAX_CHUNKS], d[MAX_CHUNKS];
         int nh, nd;
         const char *at = e;
         int kh = check_copy(next_staged(&at, 1, n), n, 1, c, &nh);
         at = e;
-        int kd = check_copy(next_staged(&at, 0, n), n, 0, c, &nd);
+        int kd = check_copy(next_staged(&at, 0, n), n, 0, d, &nd);
         if (kh != nh || kd != nd)
             fail_msg("%zu bytes in %d and %d chunks: not all shown", n, nh, nd);
+        for (int i = 0; i < kd; i++)
+            for (int j = 0; j < kh; j++)
+                if (d[i].slot == c[j].slot)
+                    fail_msg("D2H chunk %zu in slot %d, which H2D chunk %zu just used", d[i].off,
+                             d[i].slot, c[j].off);
         print_message("%zu bytes: %d H2D chunks, %d D2H chunks\n", n, kh, kd);
     }
     free(o);
