@@ -81,13 +81,21 @@ run3() {
 }
 # FAIL lines in the runs of NAME
 fails() { for c in $NAMES; do cat "$W/$1.$c"; done | grep -c '^FAIL'; }
+# An answer the driver itself varies from run to run: a copy on a stream of a
+# destroyed context (a dangling handle) crashes it in one run and returns
+# CUDA_ERROR_CONTEXT_IS_DESTROYED (cudaErrorContextIsDestroyed) in the next,
+# with pinfast or without
+# (docs/results/2026-11-23-h100-engine-v10/call9-dangling-stream/); either
+# answer reads the same, any other still differs.
+UNDEFINED='s/(stream-of-destroyed-context -> )(crash Segmentation fault|CUDA_ERROR_CONTEXT_IS_DESTROYED|cudaErrorContextIsDestroyed)$/\1crash or context destroyed/'
 # the number of lines matching a pattern that differ between plain and each
 # pinfast run (a changed line counts once); the first of them go to the log
 differences() {
     local name=$1 pat=$2 n=0 c d
     for c in $NAMES; do
         [ "$c" = plain ] && continue
-        diff <(grep -E "$pat" "$W/$name.plain") <(grep -E "$pat" "$W/$name.$c") > "$W/$name.$c.diff"
+        diff <(grep -E "$pat" "$W/$name.plain" | sed -E "$UNDEFINED") \
+            <(grep -E "$pat" "$W/$name.$c" | sed -E "$UNDEFINED") > "$W/$name.$c.diff"
         d=$(awk '/^</ {a++} /^>/ {b++} END {print (a > b ? a : b) + 0}' "$W/$name.$c.diff")
         [ "$d" -gt 0 ] && { echo "$name: plain vs $c:"; head -20 "$W/$name.$c.diff"; } >&2
         n=$((n + d))
