@@ -8,9 +8,10 @@
  * and the D2H uses none of the slots the H2D just used (slots are taken in
  * turn, so that their lines have left the CPUs' caches before the next DMA).
  * In "sizes" mode, with the default chunks, the log shows how each copy was
- * cut and copied: a D2H ends on chunks under 1 MiB (halved from 2 MiB), and
- * the copy routine follows the auto rules (H2D streaming below 128 MiB, D2H
- * from 64 MiB). */
+ * cut and copied: a D2H ends on chunks under 1 MiB (halved from 2 MiB), the
+ * copy routine follows the auto rules (H2D streaming below 128 MiB, D2H
+ * from 64 MiB), and an H2D with streaming stores from 32 MiB fills at most
+ * three chunks at once, in two tasks each. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -20,7 +21,9 @@
 #include <string.h>
 
 #define KiB ((size_t)1 << 10)
-#define THREADS 3
+#define THREADS 8 /* more than three chunks of two tasks could use */
+#define STR(x) #x
+#define XSTR(x) STR(x)
 #define MAX_CHUNKS 24 /* the log details this many chunks of a copy */
 
 /* An H2D then a D2H of n bytes, checked. */
@@ -59,7 +62,7 @@ static int child(const char *mode)
 
 struct chunk {
     size_t off, len;
-    int slot;
+    int slot, ntasks;
     double dma, dma_end, landed, first, last, retired;
 };
 
@@ -70,7 +73,7 @@ static int by_offset(const void *a, const void *b)
 }
 
 /* Checks one chunk's tasks line against its chunk; returns the next line. */
-static const char *check_tasks(const char *p, const struct chunk *c, const char *dirn)
+static const char *check_tasks(const char *p, struct chunk *c, const char *dirn)
 {
     if (strncmp(p, "pinfast: debug:     tasks", 25))
         fail_msg("%s chunk %zu: no tasks line: \"%.60s\"", dirn, c->off, p);
@@ -90,6 +93,7 @@ static const char *check_tasks(const char *p, const struct chunk *c, const char 
     }
     if (ntasks == 0)
         fail_msg("%s chunk %zu: no task", dirn, c->off);
+    c->ntasks = ntasks;
     return end + 1;
 }
 
@@ -170,7 +174,7 @@ static void test_timeline(void **s)
 {
     (void)s;
     const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_STATS=off", "PINFAST_LOG=debug",
-                          "PINFAST_THREADS=3", "PINFAST_CHUNK=256K", NULL };
+                          "PINFAST_THREADS=" XSTR(THREADS), "PINFAST_CHUNK=256K", NULL };
     char *o, *e;
     run_child("copy", set, &o, &e);
     size_t n = 0;
@@ -200,7 +204,7 @@ static void test_timeline(void **s)
 static void test_default_cuts(void **s)
 {
     (void)s;
-    const char *set[] = { "PINFAST_STATS=off", "PINFAST_LOG=debug", "PINFAST_THREADS=3", NULL };
+    const char *set[] = { "PINFAST_STATS=off", "PINFAST_LOG=debug", "PINFAST_THREADS=" XSTR(THREADS), NULL };
     char *o, *e;
     run_child("sizes", set, &o, &e);
     const char *copied = o;
@@ -229,6 +233,15 @@ static void test_default_cuts(void **s)
                     fail_msg("D2H of %zu bytes: largest chunk %zu, last %zu (halving from 2 MiB)",
                              n, largest, c[k - 1].len);
             }
+            if (h2d && stream && n >= (32 << 20)) /* lean: at most 3 chunks of 2 tasks filled at once */
+                for (int j = 0; j < k; j++) {
+                    int filling = 0;
+                    for (int m = 0; m < k; m++)
+                        filling += c[m].first <= c[j].first && c[j].first < c[m].last;
+                    if (c[j].ntasks > 2 || filling > 3)
+                        fail_msg("H2D of %zu bytes: chunk %zu in %d tasks, %d chunks filled at once",
+                                 n, c[j].off, c[j].ntasks, filling);
+                }
             print_message("%s %zu bytes: %d chunks, %s\n", h2d ? "H2D" : "D2H", n, nchunks, kind);
         }
     }
