@@ -509,7 +509,7 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
         struct slot *s = take_landing_slot(c);
         if (!s)
             break;
-        struct landing *l = malloc(sizeof *l);
+        struct landing *l = aligned_alloc(_Alignof(struct landing), sizeof *l);
         if (!l) {
             drop_landing_slot(c, s);
             break;

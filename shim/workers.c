@@ -26,6 +26,24 @@ enum { QUEUED, DONE };
  * tens of microseconds (seen on 1 MiB copies).  Sleeping has its own mutex. */
 static int qlock;
 static struct pf_task *head, *tail;
+/* A worker polling idle keeps a box open, on a cache line of its own: a
+ * caller puts a task straight into it.  A chunk's eight tasks then start
+ * within 0.3 us, where taken from the queue one after the other they started
+ * 0.5-0.7 us apart; 1 MiB copies went from 19.0 to 23.3 GB/s (D2H) and 20.7
+ * to 23.5 (H2D) (engine v11, call 4).  A box is EMPTY
+ * (open: its worker will look), CLOSED (its worker copies from the queue,
+ * sleeps or never started) or holds the task its worker runs next.  Only a
+ * caller fills an EMPTY box; only its worker changes it otherwise. */
+#define CLOSED ((struct pf_task *)0)
+#define EMPTY ((struct pf_task *)1)
+static struct box {
+    struct pf_task *task;
+    uint64_t since; /* when it was filled, near enough */
+} __attribute__((aligned(64))) boxes[MAX_WORKERS + 1]; /* by worker number, from 1 */
+/* A task boxed this long ago is taken back by a waiting caller: its worker
+ * is not running (preempted, or its CPU taken by the hypervisor). */
+#define STALE_NS 10000u
+static unsigned next_box;
 static int queued;   /* tasks in the queue, readable without the lock */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -93,11 +111,56 @@ static void run(struct pf_task *t) {
     __atomic_store_n(&t->state, DONE, __ATOMIC_RELEASE);
 }
 
-void pf_task_submit(struct pf_task *tasks, int n) {
-    for (int i = 0; i < n; i++) {
-        tasks[i].state = QUEUED;
-        tasks[i].next = i + 1 < n ? &tasks[i + 1] : NULL;
+/* Puts tasks into open boxes, from a different worker each time so that
+ * the work spreads; returns how many. */
+static int box(struct pf_task *tasks, int n) {
+    int workers = __atomic_load_n(&started, __ATOMIC_ACQUIRE), boxed = 0;
+    unsigned from = __atomic_fetch_add(&next_box, 1, __ATOMIC_RELAXED);
+    uint64_t now = pf_now_ns();
+    for (int k = 0; k < workers && boxed < n; k++) {
+        struct box *b = &boxes[1 + (from + (unsigned)k) % (unsigned)workers];
+        struct pf_task *open = EMPTY;
+        if (__atomic_load_n(&b->task, __ATOMIC_RELAXED) != EMPTY)
+            continue;
+        /* before the task: a stealer must not see it with an old time */
+        __atomic_store_n(&b->since, now, __ATOMIC_RELAXED);
+        if (__atomic_compare_exchange_n(&b->task, &open, &tasks[boxed], 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+            boxed++;
     }
+    return boxed;
+}
+
+/* A task boxed STALE_NS ago and not yet taken, now the caller's. */
+static struct pf_task *steal(void) {
+    int workers = __atomic_load_n(&started, __ATOMIC_ACQUIRE);
+    uint64_t now = 0;
+    for (int w = 1; w <= workers; w++) {
+        struct box *b = &boxes[w];
+        struct pf_task *t = __atomic_load_n(&b->task, __ATOMIC_ACQUIRE);
+        if (t == EMPTY || t == CLOSED)
+            continue;
+        if (!now)
+            now = pf_now_ns();
+        if (now - __atomic_load_n(&b->since, __ATOMIC_RELAXED) < STALE_NS)
+            continue;
+        /* the box stays open: its worker, back, finds it empty */
+        if (__atomic_compare_exchange_n(&b->task, &t, EMPTY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+            return t;
+    }
+    return NULL;
+}
+
+void pf_task_submit(struct pf_task *tasks, int n) {
+    for (int i = 0; i < n; i++)
+        tasks[i].state = QUEUED;
+    int boxed = box(tasks, n);
+    tasks += boxed;
+    n -= boxed;
+    if (!n)
+        return;
+    for (int i = 0; i < n; i++)
+        tasks[i].next = i + 1 < n ? &tasks[i + 1] : NULL;
     qlock_take();
     if (tail)
         tail->next = &tasks[0];
@@ -122,6 +185,8 @@ int pf_task_done(const struct pf_task *t) {
 void pf_task_wait(struct pf_task *t) {
     while (!pf_task_done(t)) {
         struct pf_task *other = try_pop((size_t)-1);
+        if (!other)
+            other = steal();
         if (other)
             run(other);
         else
@@ -176,26 +241,49 @@ void pf_workers_wake(void) { wake_some(1); }
 
 int pf_task_help(size_t max_len) {
     struct pf_task *t = try_pop(max_len);
+    if (!t)
+        t = steal(); /* whatever its size: it waits for nobody else */
     if (t)
         run(t);
     return t != NULL;
+}
+
+/* Polls with its box open until a task is boxed (returned), work is queued
+ * or it is time to sleep (NULL); the box is closed again on return. */
+static struct pf_task *poll_open(struct box *b) {
+    __atomic_store_n(&b->task, EMPTY, __ATOMIC_RELEASE);
+    uint64_t until = pf_now_ns() + SPIN_NS;
+    for (;;) {
+        struct pf_task *t = __atomic_load_n(&b->task, __ATOMIC_ACQUIRE);
+        if (t != EMPTY) { /* boxed: ours, unless a caller took it back first */
+            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return t;
+        } else if (!keep_polling(until)) {
+            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return NULL;
+        } else {
+            pf_relax();
+        }
+    }
 }
 
 /* Woken (by work or by pf_workers_wake), a worker polls again before it
  * sleeps, so a wake-up ahead of the work is not wasted. */
 static void *worker(void *arg) {
     self = (int)(intptr_t)arg;
+    struct box *b = &boxes[self];
     for (;;) {
         struct pf_task *t = try_pop((size_t)-1);
+        if (!t)
+            t = poll_open(b);
         if (t) {
             if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
                 wake_some(1); /* more work than hands: one more, in parallel with the others */
             run(t);
             continue;
         }
-        uint64_t until = pf_now_ns() + SPIN_NS;
-        while (keep_polling(until))
-            pf_relax();
         /* work came: take it without touching the sleepers' mutex, on which
          * a dozen workers queued for ~20 us before copying anything (engine
          * v9 timeline, 1 MiB) */
@@ -297,6 +385,8 @@ void pf_workers_forked(void) {
     pthread_cond_init(&wake, NULL);
     pthread_mutex_init(&grow_lock, NULL);
     head = tail = NULL;
+    memset(boxes, 0, sizeof boxes); /* CLOSED */
+    next_box = 0;
     qlock = queued = sleepers = started = active = 0;
     sized_for = gave_up = 0;
     budget = MAX_WORKERS;

@@ -19,7 +19,7 @@ struct pf_task {
     uint64_t started_ns;  /* debug log */
     uint64_t ended_ns;    /* debug log */
     struct pf_task *next; /* queue link */
-};
+} __attribute__((aligned(64))); /* a line each: the workers running neighbours write both */
 
 /* Queues tasks whose dst, src, len and kind are set, waking the workers. */
 void pf_task_submit(struct pf_task *tasks, int n);
