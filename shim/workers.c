@@ -59,7 +59,6 @@ static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sized_for;  /* contexts the pool was last sized for */
 static int gave_up;    /* a thread failed to start: no more tries, no more warnings */
 static uint64_t busy_ns;
-static int machine_share; /* workers this machine keeps awake, all processes together */
 
 void pf_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -318,12 +317,10 @@ static int available_cpus(void) {
  * (engine sweep in docs/results); past that, threads only contend for
  * memory.  A second GPU's copies get workers of their own, CPUs allowing. */
 static int wanted(int contexts) {
-    int most = available_cpus() * 3 / 4;
-    __atomic_store_n(&machine_share, most > 1 ? most : 1, __ATOMIC_RELAXED);
     int n = pf_options()->threads;
     if (n)
         return n > MAX_WORKERS ? MAX_WORKERS : n;
-    int per = most > 16 ? 16 : most;
+    int most = available_cpus() * 3 / 4, per = most > 16 ? 16 : most;
     n = per * (contexts > 1 ? contexts : 1);
     if (n > most)
         n = most;
@@ -372,14 +369,7 @@ int pf_workers_start(int contexts) {
         pthread_mutex_unlock(&grow_lock);
     }
     int n = __atomic_load_n(&started, __ATOMIC_ACQUIRE), p = pf_peers_staging();
-    /* the machine's share, not the pool's, is divided: a process per GPU
-     * on the 32-CPU H200 pair had 8 of its 16 awake, where one process
-     * driving both GPUs had 24; 1 MiB H2D on both at once ran 32.9 GB/s
-     * against 45.4 (h200x2 run 070636) */
-    int share = __atomic_load_n(&machine_share, __ATOMIC_RELAXED);
-    int b = ((share > n ? share : n) + p - 1) / p;
-    if (b > n)
-        b = n;
+    int b = (n + p - 1) / p;
     __atomic_store_n(&budget, b < 2 ? 2 : b, __ATOMIC_RELAXED);
     __atomic_store_n(&peers, p, __ATOMIC_RELAXED);
     return n;

@@ -4,16 +4,13 @@
  * copy's debug line says how many workers may wake and among how many
  * processes staging the pool was shared.  Each child must have seen the
  * other (2 or more processes: other tests may stage beside them), and the
- * budget must be the machine's share (three of four CPUs, or the pool if
- * larger) divided among them, no more than the pool, 2 at least: on a
- * 2-CPU machine 6, 3, then 2. */
+ * budget must be the pool divided among them: 6, 3, then 2 at least. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
 
 #include <dirent.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,11 +88,6 @@ static void *run_child(void *arg)
     return NULL;
 }
 
-static int machine_cpus(void) {
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
 static void test_two_processes(void **s)
 {
     (void)s;
@@ -124,10 +116,7 @@ static void test_two_processes(void **s)
             int budget, procs;
             if (sscanf(q, " %d may wake (%d processes staging)", &budget, &procs) != 2)
                 fail_msg("child %d: unreadable debug line near \"%.60s\"", i, q);
-            int share = machine_cpus() * 3 / 4 > THREADS ? machine_cpus() * 3 / 4 : THREADS;
-            int want = (share + procs - 1) / procs;
-            if (want > THREADS)
-                want = THREADS;
+            int want = (THREADS + procs - 1) / procs;
             if (budget != (want < 2 ? 2 : want))
                 fail_msg("child %d: %d workers may wake among %d processes, expected %d", i, budget,
                          procs, want < 2 ? 2 : want);
