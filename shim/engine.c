@@ -561,6 +561,30 @@ static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
     return x->dev - base <= size && x->bytes <= size - (x->dev - base);
 }
 
+/* This thread's chunks in hand, on the heap: as a local array they took
+ * 140 KB of stack, more than some threads have at all.  Freed with the
+ * thread; NULL, and the copy passes through, if there is no memory. */
+static pthread_key_t held_key;
+static pthread_once_t held_once = PTHREAD_ONCE_INIT;
+static __thread struct held *held_mine;
+static __thread int held_cap;
+
+static void held_key_create(void) { pthread_key_create(&held_key, free); }
+
+static struct held *held_array(int n) {
+    if (held_cap >= n)
+        return held_mine;
+    pthread_once(&held_once, held_key_create);
+    struct held *h = aligned_alloc(_Alignof(struct held), (size_t)n * sizeof *h);
+    if (!h)
+        return NULL;
+    free(held_mine);
+    held_mine = h;
+    held_cap = n;
+    pthread_setspecific(held_key, h);
+    return h;
+}
+
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     int debug = pf_log_level() >= PF_DEBUG;
     uint64_t t0 = stamp(debug), mark[2];
@@ -568,7 +592,8 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         return 0;
     uint64_t ts = stamp(debug);
     struct context *c = current();
-    if (!c || !c->nslots)
+    struct held *h;
+    if (!c || !c->nslots || !(h = held_array(c->nslots > 1 ? c->nslots / 2 : 1)))
         return 0;
     uint64_t tc = stamp(debug);
     int workers = pf_workers_start(__atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE)), asleep = pf_workers_sleeping();
@@ -618,7 +643,6 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         }
     }
     uint64_t t2 = stamp(debug), t3 = t2;
-    struct held h[MAX_SLOTS / 2 + 1];
     int nh = 0;
     if (rest.bytes && *result == CUDA_SUCCESS) {
         nh = acquire(c, h, want);

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "t.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,53 @@ static void test_64mib(void **s)
     roundtrip(n, H_PAGEABLE, 0, NULL);
     roundtrip(n, H_PAGEABLE, 1, S);
     roundtrip(n, H_PINNED, 1, S);
+}
+
+/* Staged copies from a thread with a 128 KiB stack (musl's default, and
+ * what some thread pools give theirs): the engine once kept 140 KB of chunk
+ * state on the caller's stack.  cmocka may not fail from another thread:
+ * the thread counts, the test asserts. */
+struct small_stack {
+    size_t n;
+    uint64_t salt;
+    int failures;
+};
+
+static void *small_stack_main(void *arg)
+{
+    struct small_stack *w = arg;
+    t_bind_ctx();
+    unsigned char *h = malloc(w->n), *o = malloc(w->n);
+    CUdeviceptr d = 0;
+    size_t bad;
+    if (!h || !o || D.MemAlloc(&d, w->n) != CUDA_SUCCESS) {
+        w->failures++;
+    } else {
+        t_fill(h, w->n, w->salt);
+        t_poison(o, w->n);
+        if (D.MemcpyHtoD(d, h, w->n) != CUDA_SUCCESS || D.MemcpyDtoH(o, d, w->n) != CUDA_SUCCESS ||
+            !t_check_fill(o, w->n, w->salt, &bad))
+            w->failures++;
+    }
+    if (d)
+        D.MemFree(d);
+    free(h);
+    free(o);
+    return NULL;
+}
+
+static void test_small_stack(void **s)
+{
+    (void)s;
+    struct small_stack w = { quick() ? (1u << 20) + 7 : (8u << 20) + 13, t_rand(), 0 };
+    pthread_attr_t a;
+    pthread_t th;
+    assert_int_equal(pthread_attr_init(&a), 0);
+    assert_int_equal(pthread_attr_setstacksize(&a, 128 << 10), 0);
+    assert_int_equal(pthread_create(&th, &a, small_stack_main, &w), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    pthread_attr_destroy(&a);
+    assert_int_equal(w.failures, 0);
 }
 
 /* D2D, unified cuMemcpy, peer, managed */
@@ -419,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_sizes_async),
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_64mib),
+        cmocka_unit_test(test_small_stack),
         cmocka_unit_test(test_device_side),
         cmocka_unit_test(test_2d),
         cmocka_unit_test(test_3d),
