@@ -2,7 +2,8 @@
 # What each call of engine v11 ran on the GPU machine, from the repository
 # root with build-gpu (or build-bench and .deps) carried: bash calls.sh N.
 # Call 3 ran the boxes without taking back; calls 3 and 4 differ only in
-# the sweep's sizes.  Calls 6-8 ran library e8d129f.
+# the sweep's sizes.  Calls 6-8 ran library e8d129f; call 10 library
+# 5139019 ("base", chunks in hand on the heap) against e8d129f ("old").
 set -u
 N=${1:?call number}
 B=build-gpu
@@ -55,5 +56,10 @@ case $N in
    harness --runs 7 --cpus 2-5 --workloads small,small_shared ;;
 9) ab sweep "base base:PINFAST_STAGING=512M base:PINFAST_CHUNK=1M base:PINFAST_COPY_D2H=stream pinned" 5 "--min-size 1M --max-size 16M --budget 256M"
    ab pipeline "base base:PINFAST_STAGING=512M base:PINFAST_CHUNK=1M" 3 "--reps 3" pipeline ;;
-*) echo "calls.sh: no call $N (1-9)" >&2; exit 2 ;;
+10) { echo "== engine_check"; LD_PRELOAD=$L PINFAST_STATS=off $B/engine_check check 2>&1 | tail -2
+      echo "== engine_check, PINFAST_MIN_SIZE=0"; LD_PRELOAD=$L PINFAST_MIN_SIZE=0 PINFAST_STATS=off $B/engine_check check 2>&1 | tail -2
+    } 2>&1 | tee "$OUT/check.log"
+    ab sweep "old base" 3 "--min-size 1M --max-size 64M --budget 256M"
+    harness --runs 5 --workloads sweep,pipeline ;;
+*) echo "calls.sh: no call $N (1-10)" >&2; exit 2 ;;
 esac
