@@ -3,7 +3,8 @@
 # root with build-gpu (or build-bench and .deps) carried: bash calls.sh N.
 # Call 3 ran the boxes without taking back; calls 3 and 4 differ only in
 # the sweep's sizes.  Calls 6-8 ran library e8d129f; call 10 library
-# 5139019 ("base", chunks in hand on the heap) against e8d129f ("old").
+# 5139019 ("base", chunks in hand on the heap) against e8d129f ("old");
+# call 11 the inference workload that times its CPU preparation apart.
 set -u
 N=${1:?call number}
 B=build-gpu
@@ -61,5 +62,6 @@ case $N in
     } 2>&1 | tee "$OUT/check.log"
     ab sweep "old base" 3 "--min-size 1M --max-size 64M --budget 256M"
     harness --runs 5 --workloads sweep,pipeline ;;
-*) echo "calls.sh: no call $N (1-10)" >&2; exit 2 ;;
+11) harness --workloads inference ;;
+*) echo "calls.sh: no call $N (1-11)" >&2; exit 2 ;;
 esac
