@@ -142,7 +142,9 @@ static struct pf_task *steal(void) {
             continue;
         if (!now)
             now = pf_now_ns();
-        if (now - __atomic_load_n(&b->since, __ATOMIC_RELAXED) < STALE_NS)
+        /* boxed after our clock read, or not long enough ago */
+        uint64_t since = __atomic_load_n(&b->since, __ATOMIC_RELAXED);
+        if (since > now || now - since < STALE_NS)
             continue;
         /* the box stays open: its worker, back, finds it empty */
         if (__atomic_compare_exchange_n(&b->task, &t, EMPTY, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
