@@ -169,7 +169,10 @@ int main(int argc, char** argv) {
             if (k.overlap) overlap_pass(k.iters);
             else sync_pass(k.iters);
             CK(cudaDeviceSynchronize());
-            if (i) t.push_back(now_s() - t0), tp.push_back(prepare_s);
+            if (i) {
+                t.push_back(now_s() - t0);
+                tp.push_back(prepare_s);
+            }
             verify(k.name, k.iters);
         }
         // bytes: what one pass moves (inputs in, logits out).

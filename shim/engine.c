@@ -592,8 +592,10 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         return 0;
     uint64_t ts = stamp(debug);
     struct context *c = current();
+    /* a copy holds at most half the slots (acquire) */
+    int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct held *h;
-    if (!c || !c->nslots || !(h = held_array(c->nslots > 1 ? c->nslots / 2 : 1)))
+    if (!c || !c->nslots || !(h = held_array(most)))
         return 0;
     uint64_t tc = stamp(debug);
     int workers = pf_workers_start(__atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE)), asleep = pf_workers_sleeping();
@@ -625,7 +627,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         rest.bytes -= landed_bytes;
         p.x = &rest;
     }
-    int want = c->nslots > 1 ? c->nslots / 2 : 1, chunks = 0;
+    int want = most, chunks = 0;
     for (size_t off = 0, r = p.ramp; off < rest.bytes && chunks < want; chunks++) {
         off += r;
         r = r * 2 < p.chunk ? r * 2 : p.chunk;

@@ -116,12 +116,14 @@ static void run(struct pf_task *t) {
 static int box(struct pf_task *tasks, int n) {
     int workers = __atomic_load_n(&started, __ATOMIC_ACQUIRE), boxed = 0;
     unsigned from = __atomic_fetch_add(&next_box, 1, __ATOMIC_RELAXED);
-    uint64_t now = pf_now_ns();
+    uint64_t now = 0; /* read at the first open box: often there is none */
     for (int k = 0; k < workers && boxed < n; k++) {
         struct box *b = &boxes[1 + (from + (unsigned)k) % (unsigned)workers];
         struct pf_task *open = EMPTY;
         if (__atomic_load_n(&b->task, __ATOMIC_RELAXED) != EMPTY)
             continue;
+        if (!now)
+            now = pf_now_ns();
         /* before the task: a stealer must not see it with an old time */
         __atomic_store_n(&b->since, now, __ATOMIC_RELAXED);
         if (__atomic_compare_exchange_n(&b->task, &open, &tasks[boxed], 0, __ATOMIC_RELEASE,

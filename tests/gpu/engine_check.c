@@ -121,9 +121,8 @@ static void bench(size_t min, size_t max, int reps) {
         }
         const char *names[4] = {"H2D", "D2H", "D2H-fresh", "H2D-pinned"};
         for (int k = 0; k < 4; k++) {
-            qsort(t[k], (size_t)r, sizeof(double), probe_by_double);
-            printf("%-10s %11zu %8.2f GB/s  %9.1f us\n", names[k], n, n / t[k][r / 2] / 1e9,
-                   t[k][r / 2] * 1e6);
+            double m = probe_median(t[k], r);
+            printf("%-10s %11zu %8.2f GB/s  %9.1f us\n", names[k], n, n / m / 1e9, m * 1e6);
         }
     }
 }
@@ -161,9 +160,8 @@ static void dma(size_t total, size_t chunk) {
             CK(cuStreamSynchronize(s[1]));
             t[r] = probe_now() - a;
         }
-        qsort(t, 9, sizeof(double), probe_by_double);
         printf("dma %-17s total %zu chunk %zu: %.2f GB/s\n", names[mode], total, chunk,
-               total / t[4] / 1e9);
+               total / probe_median(t, 9) / 1e9);
     }
 }
 

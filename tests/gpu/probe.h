@@ -1,7 +1,7 @@
-/* probe.h - what the single-file GPU probes (engine_check, passcost,
- * probe_clock) share: the monotonic clock in seconds, a qsort comparison of
- * doubles, and, with cuda.h included first, a checked driver call and the
- * primary context of device 0 made current. */
+/* probe.h - what the single-file GPU probes (engine_check, passcost, the
+ * probe_*.c) share: the monotonic clock in seconds, a qsort comparison of
+ * doubles and a median, and, with cuda.h included first, a checked driver
+ * call and the primary context of device 0 made current. */
 #ifndef PINFAST_PROBE_H
 #define PINFAST_PROBE_H
 
@@ -18,6 +18,12 @@ static inline double probe_now(void) {
 static inline int probe_by_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The median of v[0..n), which it sorts. */
+static inline double probe_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, probe_by_double);
+    return v[n / 2];
 }
 
 #ifdef CUDA_VERSION

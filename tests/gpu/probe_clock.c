@@ -27,8 +27,7 @@ static double per_read(uint64_t (*f)(void), uint64_t *sink) {
             *sink += f();
         r[k] = (probe_now() - t0) / READS * 1e9;
     }
-    qsort(r, ROUNDS, sizeof r[0], probe_by_double);
-    return r[ROUNDS / 2];
+    return probe_median(r, ROUNDS);
 }
 
 static uint64_t mono(void) {

@@ -279,10 +279,8 @@ int main(void) {
     for (int dir = 0; dir < 2; dir++)
         for (int pk = 0; pk < NPREPS; pk++) {
             double m[2];
-            for (int w = 0; w < 2; w++) {
-                qsort(t2s[dir][pk][w], ROUNDS, sizeof(double), probe_by_double);
-                m[w] = n / t2s[dir][pk][w][ROUNDS / 2] / 1e9;
-            }
+            for (int w = 0; w < 2; w++)
+                m[w] = n / probe_median(t2s[dir][pk][w], ROUNDS) / 1e9;
             printf("%-4s %-11s %13.2f %13.2f\n", dir ? "D2H" : "H2D", prep_name[pk], m[0], m[1]);
         }
 
@@ -297,11 +295,9 @@ int main(void) {
     for (int dir = 0; dir < 2; dir++)
         for (int l = 0; l < NLOADS; l++)
             for (int w = 0; w < NWAITS; w++) {
-                qsort(total[dir][l][w], ROUNDS, sizeof(double), probe_by_double);
-                qsort(first[dir][l][w], ROUNDS, sizeof(double), probe_by_double);
-                double t = total[dir][l][w][ROUNDS / 2];
+                double t = probe_median(total[dir][l][w], ROUNDS);
                 printf("%-4s %-7s %-8s %9.2f %10.1f %12.1f\n", dir ? "D2H" : "H2D", load_name[l], wait_name[w],
-                       n / t / 1e9, t * 1e6, first[dir][l][w][ROUNDS / 2] * 1e6);
+                       n / t / 1e9, t * 1e6, probe_median(first[dir][l][w], ROUNDS) * 1e6);
             }
     return 0;
 }

@@ -30,11 +30,6 @@ static void fill(char *p, size_t n, uint64_t seed) {
     }
 }
 
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, probe_by_double);
-    return v[n / 2];
-}
-
 int main(int argc, char **argv) {
     size_t sizes[] = {64 * 150528, 64u << 20}; /* the inference batch, a large one */
     (void)argc;
@@ -63,7 +58,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: %zu bytes: device copy differs\n", argv[0], n);
             return 1;
         }
-        double f = median(fills, ROUNDS), c = median(copies, ROUNDS);
+        double f = probe_median(fills, ROUNDS), c = probe_median(copies, ROUNDS);
         printf("%10zu bytes: fill %8.1f us (%5.2f GB/s)  copy %8.1f us (%5.2f GB/s)\n", n, f * 1e6,
                n / f / 1e9, c * 1e6, n / c / 1e9);
         CK(cuMemFree_v2(dev));
