@@ -600,7 +600,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     uint64_t tc = stamp(debug);
     int workers = pf_workers_start(__atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE)), asleep = pf_workers_sleeping();
     pf_workers_active(1);
-    pf_workers_wake(); /* their wake-up overlaps the checks and the sync below */
+    /* their wake-up overlaps the checks and the sync below; not waited for:
+     * with two processes staging, the sleepers' mutex held the caller 15-20
+     * us (h200x2-multigpu-v5 call 4), and a submit finding every worker
+     * asleep wakes one anyway */
+    pf_workers_wake(0);
     const struct pf_options *o = pf_options();
     struct chunk_log log[debug ? TIMELINE : 1];
     struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log, .slots = c->slots};

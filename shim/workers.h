@@ -33,8 +33,9 @@ void pf_task_wait(struct pf_task *t);
 /* Runs the oldest queued task if it is no longer than max_len; returns 1 if it did. */
 int pf_task_help(size_t max_len);
 
-/* Wakes the sleeping workers ahead of work about to be queued. */
-void pf_workers_wake(void);
+/* Wakes the sleeping workers ahead of work about to be queued; unless
+ * `wait`, not if that means waiting for another thread waking or sleeping. */
+void pf_workers_wake(int wait);
 
 /* A copy starts (+1) or ends (-1): while one is under way, idle workers poll
  * rather than sleep. */
