@@ -68,4 +68,12 @@ case $1 in
   PINFAST_LOG=debug PINFAST_STATS=off LD_PRELOAD=$PWD/$B/libpinfast-try2.so $B/cuda/multigpu --procs --sizes 1M \
     --batch 8M --reps 2 > "$OUT/debug.out" 2> "$OUT/debug.err"
   gzip "$OUT/debug.err" ;;
+6) # library 9d97201: H2D through the cache (memcpy) or with streaming stores
+   # from 16 MiB to 256 MiB with two GPUs, and 4 MiB slots; 3 rounds.
+  for mode in threads procs; do
+    flag=; [ $mode = procs ] && flag=--procs
+    PROG=cuda/multigpu ROUNDS=3 VARIANTS="base base:PINFAST_COPY_H2D=memcpy base:PINFAST_CHUNK=4M" \
+      ARGS="$flag --sizes 16M,64M,256M --batch 256M --reps 3" bash tests/gpu/variants.sh 2>&1 | tee "$OUT/$mode.log"
+    mv "$OUT/variants.jsonl" "$OUT/$mode.jsonl"
+  done ;;
 esac
