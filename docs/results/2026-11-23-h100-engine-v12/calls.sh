@@ -33,4 +33,9 @@ case $N in
   check
   ab sweep "old base base:PINFAST_COPY_H2D=memcpy pinned" 5 "--min-size 1M --max-size 64M --budget 256M"
   ab pipeline "old base" 4 "--reps 3" pipeline ;;
+2) # library 9d97201: tests/gpu/probe_h2dload (6 and 12 writers), then the
+   # harness on sweep, pipeline and readback, 5 runs
+  for k in 6 12; do $B/probe_h2dload $k; done 2>&1 | tee "$OUT/h2dload.log"
+  bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
+    --workloads sweep,pipeline,readback 2>&1 | grep -v "^\[" | tail -80 ;;
 esac

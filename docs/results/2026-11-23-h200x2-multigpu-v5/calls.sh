@@ -76,4 +76,20 @@ case $1 in
       ARGS="$flag --sizes 16M,64M,256M --batch 256M --reps 3" bash tests/gpu/variants.sh 2>&1 | tee "$OUT/$mode.log"
     mv "$OUT/variants.jsonl" "$OUT/$mode.jsonl"
   done ;;
+7) # library 9d97201 (base) against it with half the awake share for copies
+   # under 16 MiB while another process stages (half); a process per GPU,
+   # then one process for both, 1 and 64 MiB, 5 rounds.
+  for mode in procs threads; do
+    flag=; [ $mode = procs ] && flag=--procs
+    PROG=cuda/multigpu ROUNDS=5 VARIANTS="base half" \
+      ARGS="$flag --sizes 1M,64M --batch 64M --reps 3" bash tests/gpu/variants.sh 2>&1 | tee "$OUT/$mode.log"
+    mv "$OUT/variants.jsonl" "$OUT/$mode.jsonl"
+  done ;;
+8) # library 9d97201: tests/gpu/multigpu.sh, the checks and the harness
+  bash tests/gpu/multigpu.sh >/dev/null 2>&1; echo "multigpu.sh rc=$?"
+  grep -E "^(==|--)|mismatch|engine_check" "$OUT/multigpu.log" | tail -40 ;;
+9) # tests/gpu/probe_h2dload (built into build-mgpu): each GPU's DMA from
+   # pinned memory under the host-memory load staging puts beside it, with
+   # 6 and 12 writers per GPU
+  for k in 6 12; do $B/probe_h2dload $k; done 2>&1 | tee "$OUT/h2dload.log" ;;
 esac
