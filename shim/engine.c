@@ -28,13 +28,19 @@
 #define MAX_TASK (256u << 10)
 #define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
 #define AUTO_STREAM_BELOW (128u << 20) /* H2D */
-/* An H2D copy with streaming stores from LEAN_FROM on fills at most
- * LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS: six threads writing,
- * not twelve, for the DMA reading the slots slows with the writes (64 MiB:
- * 41.3 -> 45.9 GB/s, engine v10 calls 15-17). */
+/* An H2D copy with streaming stores from LEAN_FROM on is paced: it fills at
+ * most LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS, and keeps at
+ * most LEAN_AHEAD chunks filling or in DMA.  The DMA reading the slots
+ * slows while other slots take streaming stores, and twelve writers
+ * unpaced slowed it most (64 MiB: 41.3 GB/s, against 45.9 with six, engine
+ * v10 calls 15-17), but six write only ~37-43 GB/s beside a DMA, and twelve
+ * paced to the DMA's rate leave it at ~50 (tests/gpu/probe_h2dload, engine
+ * v12 call 2).  Twelve held at most five chunks ahead: 64 MiB 43.6 -> 45.8
+ * GB/s, 4 of 5 rounds higher (engine v12 call 3). */
 #define LEAN_FROM (32u << 20)
-#define LEAN_CHUNKS 3
-#define LEAN_TASKS 2
+#define LEAN_CHUNKS 4
+#define LEAN_TASKS 3
+#define LEAN_AHEAD 5
 #define AUTO_STREAM_FROM (64u << 20)   /* D2H */
 #define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
 #define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
@@ -206,7 +212,7 @@ struct plan {
     size_t ramp;           /* the next chunk's size, doubling up to chunk */
     size_t next;           /* offset of the next chunk */
     enum pf_copy_kind kind;
-    int lean;              /* H2D: LEAN_CHUNKS chunks filled at once, at most */
+    int lean;              /* H2D paced: see LEAN_FROM */
     /* for the debug log */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
@@ -364,6 +370,12 @@ static int needs_slot(const struct plan *p, const struct held *h, int nh) {
     return 1;
 }
 
+/* A paced H2D with chunks left, as far ahead of its DMA as it may get:
+ * `filling` chunks being copied in, `dmas` fenced slots not seen done. */
+static int held_back(const struct plan *p, int filling, int dmas) {
+    return p->lean && p->next < p->x->bytes && filling + dmas >= LEAN_AHEAD;
+}
+
 /* The caller polls: it issues each DMA the moment its chunk is ready and
  * starts each host copy the moment its DMA is over, in whatever order the
  * workers finish (the chunks are disjoint; a slow worker must not hold the
@@ -389,7 +401,7 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
          * H2D copy asks only when it needs a slot: each question is a driver
          * call, made while its finished tasks wait for their DMA (2-3 us
          * late on 1 MiB copies, engine v9 timeline) */
-        while (count && !err && (!h2d || needs_slot(p, h, nh))) {
+        while (count && !err && (!h2d || needs_slot(p, h, nh) || held_back(p, filling, count))) {
             struct held *c = &h[fifo[first]];
             CUresult q = unfence(c->s);
             if (q == CUDA_ERROR_NOT_READY)
@@ -407,7 +419,7 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
         for (int i = 0; i < nh && !err; i++) {
             struct held *c = &h[i];
             if (c->phase == IDLE && !c->s->fenced && p->next < p->x->bytes &&
-                (!p->lean || filling < LEAN_CHUNKS)) {
+                (!p->lean || (filling < LEAN_CHUNKS && !held_back(p, filling, count)))) {
                 take_chunk(p, c);
                 if (h2d) {
                     split(p, c);

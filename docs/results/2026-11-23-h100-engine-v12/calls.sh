@@ -38,4 +38,8 @@ case $N in
   for k in 6 12; do $B/probe_h2dload $k; done 2>&1 | tee "$OUT/h2dload.log"
   bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
     --workloads sweep,pipeline,readback 2>&1 | grep -v "^\[" | tail -80 ;;
+3) # pacing H2D from 32 MiB: LEAN_CHUNKS x LEAN_TASKS writers, and at most
+   # LEAN_AHEAD chunks filling or in DMA (p<writers>a<ahead>; base: 3x2, no
+   # limit); libraries from 9d97201 with -D flags, 5 rounds
+  ab pace "base p6a4 p8a5 p9a4 p12a5" 5 "--min-size 16M --max-size 256M --budget 512M" ;;
 esac
