@@ -42,4 +42,9 @@ case $N in
    # LEAN_AHEAD chunks filling or in DMA (p<writers>a<ahead>; base: 3x2, no
    # limit); libraries from 9d97201 with -D flags, 5 rounds
   ab pace "base p6a4 p8a5 p9a4 p12a5" 5 "--min-size 16M --max-size 256M --budget 512M" ;;
+4) # the paced H2D (library 38890d0): engine_check, then the harness on
+   # sweep, pipeline and readback, 5 runs
+  check
+  bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
+    --workloads sweep,pipeline,readback 2>&1 | grep -v "^\[" | tail -80 ;;
 esac

@@ -92,4 +92,13 @@ case $1 in
    # pinned memory under the host-memory load staging puts beside it, with
    # 6 and 12 writers per GPU
   for k in 6 12; do $B/probe_h2dload $k; done 2>&1 | tee "$OUT/h2dload.log" ;;
+10) # library 38890d0: large H2D paced (twelve writers, five chunks ahead) against
+   # 9d97201 (old); one process for both GPUs, then a process per GPU;
+   # 64 and 256 MiB, 3 rounds
+  for mode in threads procs; do
+    flag=; [ $mode = procs ] && flag=--procs
+    PROG=cuda/multigpu ROUNDS=3 VARIANTS="old base" \
+      ARGS="$flag --sizes 64M,256M --batch 256M --reps 3" bash tests/gpu/variants.sh 2>&1 | tee "$OUT/$mode.log"
+    mv "$OUT/variants.jsonl" "$OUT/$mode.jsonl"
+  done ;;
 esac
