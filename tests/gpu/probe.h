@@ -1,12 +1,14 @@
 /* probe.h - what the single-file GPU probes (engine_check, passcost, the
  * probe_*.c) share: the monotonic clock in seconds, a qsort comparison of
- * doubles and a median, and, with cuda.h included first, a checked driver
- * call and the primary context of device 0 made current. */
+ * doubles and a median, a pause and a streaming-store copy, and, with
+ * cuda.h included first, a checked driver call and the primary context of
+ * device 0 made current. */
 #ifndef PINFAST_PROBE_H
 #define PINFAST_PROBE_H
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static inline double probe_now(void) {
@@ -24,6 +26,26 @@ static inline int probe_by_double(const void *a, const void *b) {
 static inline double probe_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, probe_by_double);
     return v[n / 2];
+}
+
+/* A pause in a polling loop. */
+static inline void probe_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* memcpy with streaming stores; n a multiple of 64, both 16-aligned */
+static inline void probe_copy_nt(char *dst, const char *src, size_t n) {
+#if defined(__x86_64__)
+    for (size_t i = 0; i < n; i += 64)
+        for (int k = 0; k < 4; k++)
+            __builtin_ia32_movntdq((__attribute__((vector_size(16))) long long *)(dst + i + 16 * k),
+                                   *(const __attribute__((vector_size(16))) long long *)(src + i + 16 * k));
+    __builtin_ia32_sfence();
+#else
+    memcpy(dst, src, n);
+#endif
 }
 
 #ifdef CUDA_VERSION

@@ -50,25 +50,6 @@ static double writer_rate; /* bytes/s per writer; 0: unpaced */
 static struct gpu gpus[MAX_GPUS];
 static pthread_barrier_t round_start;
 
-static inline void relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* memcpy with streaming stores; n a multiple of 64, both 16-aligned */
-static void copy_nt(char *dst, const char *src, size_t n) {
-#if defined(__x86_64__)
-    for (size_t i = 0; i < n; i += 64)
-        for (int k = 0; k < 4; k++)
-            __builtin_ia32_movntdq((__attribute__((vector_size(16))) long long *)(dst + i + 16 * k),
-                                   *(const __attribute__((vector_size(16))) long long *)(src + i + 16 * k));
-    __builtin_ia32_sfence();
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
 static void *writer(void *arg) {
     struct writer *w = arg;
     size_t s = 0, d = 0;
@@ -76,7 +57,7 @@ static void *writer(void *arg) {
     double t0 = probe_now();
     while (!stop) {
         if (mode == NT)
-            copy_nt(w->dst + d, w->src + s, PIECE);
+            probe_copy_nt(w->dst + d, w->src + s, PIECE);
         else
             memcpy(w->dst + d, w->src + s, PIECE);
         done += PIECE;
@@ -84,7 +65,7 @@ static void *writer(void *arg) {
         d = (d + PIECE) % w->dst_len;
         if (writer_rate > 0)
             while (!stop && probe_now() < t0 + done / writer_rate)
-                relax();
+                probe_relax();
     }
     w->gbps = done / (probe_now() - t0) / 1e9;
     return NULL;

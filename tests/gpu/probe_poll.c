@@ -40,25 +40,6 @@ static const char *wait_name[] = {"whole", "evsync", "query", "query32", "flag"}
 static volatile int load_kind = IDLE, stop;
 static volatile unsigned shared_word;
 
-static inline void relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* memcpy with streaming stores; n a multiple of 64, both 16-aligned */
-static void copy_nt(char *dst, const char *src, size_t n) {
-#if defined(__x86_64__)
-    for (size_t i = 0; i < n; i += 64)
-        for (int k = 0; k < 4; k++)
-            __builtin_ia32_movntdq((__attribute__((vector_size(16))) long long *)(dst + i + 16 * k),
-                                   *(const __attribute__((vector_size(16))) long long *)(src + i + 16 * k));
-    __builtin_ia32_sfence();
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
 #define PIECE (32u << 10)
 #define COLD_BYTES (256u << 20)
 static char *pinned_src; /* 4 MiB, shared by the loaders: a staging slot */
@@ -103,7 +84,7 @@ static void prep_part(int id, char *scratch) {
         memcpy(part, scratch, n);
         break;
     case P_WRITE_NT:
-        copy_nt(part, scratch, n);
+        probe_copy_nt(part, scratch, n);
         break;
     }
 }
@@ -124,7 +105,7 @@ static void *loader(void *arg) {
             char *dst = k == WARM ? b + at % warm : cold + at % COLD_BYTES;
             const char *src = k == WARM ? a + at % warm : pinned_src + at % warm;
             if (k == COLD_NT)
-                copy_nt(dst, src, PIECE);
+                probe_copy_nt(dst, src, PIECE);
             else
                 memcpy(dst, src, PIECE);
             at += PIECE;
@@ -135,10 +116,10 @@ static void *loader(void *arg) {
                 gen = prep_gen;
                 __atomic_fetch_add(&prep_done, 1, __ATOMIC_RELEASE);
             }
-            relax();
+            probe_relax();
         } else if (k == SPIN) {
             for (int i = 0; i < 32; i++) {
-                relax();
+                probe_relax();
                 (void)shared_word;
             }
         } else {
@@ -233,7 +214,7 @@ int main(void) {
                             }
                             if (w != QUERY)
                                 for (int k = 0; k < 32; k++)
-                                    relax();
+                                    probe_relax();
                         }
                         if (c == 0)
                             t1 = probe_now();
@@ -257,7 +238,7 @@ int main(void) {
                     prep_done = 0;
                     __atomic_fetch_add(&prep_gen, 1, __ATOMIC_RELEASE);
                     while (__atomic_load_n(&prep_done, __ATOMIC_ACQUIRE) < LOADERS)
-                        relax();
+                        probe_relax();
                     double t0 = probe_now();
                     size_t each = w ? CHUNK : n;
                     for (size_t off = 0; off < n; off += each) {
@@ -269,7 +250,7 @@ int main(void) {
                         CUresult q;
                         while ((q = cuEventQuery(ev[off / CHUNK])) == CUDA_ERROR_NOT_READY)
                             for (int k = 0; k < 32; k++)
-                                relax();
+                                probe_relax();
                         CK(q);
                     }
                     t2s[dir][pk][w][r] = probe_now() - t0;

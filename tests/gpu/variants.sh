@@ -8,14 +8,16 @@
 # that count batches or frames) over the rounds.
 # Example: VARIANTS="base base:PINFAST_CHUNK=4M spin" tests/gpu/variants.sh
 # ("pinned" runs the workload with --pinned, without pinfast.)
+# NAME=x writes $OUT/x.jsonl and $OUT/x.log (default: variants.jsonl, no log).
 set -u
 B=${B:-build-gpu}
 OUT=${OUT:-/tmp/out}
 ROUNDS=${ROUNDS:-3}
 PROG=${PROG:-sweep}
 ARGS=${ARGS:---min-size 1M --max-size 64M --budget 256M}
-log=$OUT/variants.jsonl
+log=$OUT/${NAME:-variants}.jsonl
 : >"$log"
+[ -n "${NAME:-}" ] && exec > >(tee "$OUT/$NAME.log") 2>&1
 echo "# $(date -u +%F) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader) $(nproc) CPUs"
 echo "# $PROG $ARGS, $ROUNDS rounds, variants: plain ${VARIANTS:-base}"
 for round in $(seq 1 "$ROUNDS"); do
