@@ -217,10 +217,8 @@ static void wake_some(int n, int wait) {
         n = room;
     if (n <= 0)
         return;
-    if (!wait && pthread_mutex_trylock(&sleep_lock))
+    if (wait ? pthread_mutex_lock(&sleep_lock) : pthread_mutex_trylock(&sleep_lock))
         return;
-    if (wait)
-        pthread_mutex_lock(&sleep_lock);
     while (n--)
         pthread_cond_signal(&wake);
     pthread_mutex_unlock(&sleep_lock);
