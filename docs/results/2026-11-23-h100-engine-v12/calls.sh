@@ -40,4 +40,7 @@ case ${1:?call number} in
   check
   bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
     --workloads sweep,pipeline,readback 2>&1 | grep -v "^\[" | tail -80 ;;
+5) # library ae88225 (the paced H2D): the harness on the sweep alone, 5 runs
+  bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
+    --workloads sweep 2>&1 | grep -v "^\[" | tail -60 ;;
 esac
