@@ -643,12 +643,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         rest.bytes -= landed_bytes;
         p.x = &rest;
     }
-    int want = most, chunks = 0;
-    for (size_t off = 0, r = p.ramp; off < rest.bytes && chunks < want; chunks++) {
+    int want = 0; /* slots the copy's chunks fill, `most` at most */
+    for (size_t off = 0, r = p.ramp; off < rest.bytes && want < most; want++) {
         off += r;
         r = r * 2 < p.chunk ? r * 2 : p.chunk;
     }
-    want = chunks;
     /* plain pageable H2D copies wait for the stream before reading the
      * source (something queued earlier may still write it) */
     uint64_t t1 = stamp(debug);
