@@ -147,7 +147,10 @@ struct held {
     size_t off, len; /* the chunk, within the copy */
     int phase;       /* what the chunk waits for */
     int ntasks;
-    uint64_t dma_ns, dma_end_ns, landed_ns; /* debug log */
+    /* debug log: an H2D chunk's DMA is seen done after the chunk retired,
+     * so its time goes straight into its line, 1 + logged */
+    int logged;
+    uint64_t taken_ns, dma_ns, dma_end_ns, landed_ns;
     struct pf_task tasks[MAX_SPLIT];
 };
 
@@ -196,12 +199,12 @@ static void release(struct context *c, struct held *h, int n) {
 
 #define TIMELINE 24 /* chunks the debug log details */
 
-/* One chunk's times in the debug log: DMA issued, its end seen, the host
- * copy's first task started and last task ended, the chunk retired. */
+/* One chunk's times in the debug log: taken, DMA issued, its end seen, the
+ * host copy's first task started and last task ended, the chunk retired. */
 struct chunk_log {
     size_t off, len;
     int slot;
-    uint64_t dma, dma_end, landed, first, last, seen;
+    uint64_t taken, dma, dma_end, landed, first, last, seen;
     int ntasks;
     struct { uint64_t start, end; int by; } tasks[MAX_SPLIT];
 };
@@ -220,12 +223,18 @@ struct plan {
     const struct slot *slots; /* the context's, to number them */
 };
 
+/* A time for the debug line; no clock read when nobody prints it. */
+static uint64_t stamp(int debug) { return debug ? pf_now_ns() : 0; }
+
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy
  * ends on smaller chunks too: its last chunk's copy-out is time nothing else
  * overlaps (~30 us for 2 MiB, engine v9 timeline). */
 static void take_chunk(struct plan *p, struct held *h) {
     size_t left = p->x->bytes - p->next;
+    h->taken_ns = stamp(p->debug);
+    h->landed_ns = 0;
+    h->logged = 0;
     h->off = p->next;
     h->len = left < p->ramp ? left : p->ramp;
     if (p->x->dir == PF_DIR_D2H && h->len >= TAIL_SPLIT && left < 2 * h->len) {
@@ -274,9 +283,9 @@ static void split(const struct plan *p, struct held *h) {
 }
 
 /* What the debug log tells of a retired chunk. */
-static void account(struct plan *p, const struct held *h) {
+static void account(struct plan *p, struct held *h) {
     struct chunk_log l = {.off = h->off, .len = h->len, .slot = (int)(h->s - p->slots),
-                          .dma = h->dma_ns, .dma_end = h->dma_end_ns,
+                          .taken = h->taken_ns, .dma = h->dma_ns, .dma_end = h->dma_end_ns,
                           .landed = h->landed_ns, .seen = pf_now_ns()};
     for (int i = 0; i < h->ntasks; i++) {
         const struct pf_task *t = &h->tasks[i];
@@ -289,21 +298,20 @@ static void account(struct plan *p, const struct held *h) {
     }
     if (!p->first_task_ns || l.first < p->first_task_ns)
         p->first_task_ns = l.first;
-    if (p->nlog < TIMELINE)
+    if (p->nlog < TIMELINE) {
         p->log[p->nlog++] = l;
+        h->logged = p->nlog;
+    }
     p->ntasks += h->ntasks;
 }
-
-/* A time for the debug line; no clock read when nobody prints it. */
-static uint64_t stamp(int debug) { return debug ? pf_now_ns() : 0; }
 
 static double us(const struct plan *p, uint64_t t) { return t ? (t - p->t0) / 1e3 : -1.0; }
 
 static void print_timeline(const struct plan *p) {
     for (int i = 0; i < p->nlog; i++) {
         const struct chunk_log *l = &p->log[i];
-        pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
-               l->off, l->len, l->slot, us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
+        pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: taken %.1f dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
+               l->off, l->len, l->slot, us(p, l->taken), us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
                us(p, l->last), us(p, l->seen));
         char line[MAX_SPLIT * 24], *at = line;
         for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
@@ -406,11 +414,14 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
             CUresult q = unfence(c->s);
             if (q == CUDA_ERROR_NOT_READY)
                 break;
-            if (q)
+            if (q) {
                 err = q;
-            else if (c->phase == DMA) {
+            } else {
                 c->landed_ns = stamp(p->debug);
-                split(p, c);
+                if (c->phase == DMA)
+                    split(p, c);
+                else if (c->logged)
+                    p->log[c->logged - 1].landed = c->landed_ns;
             }
             first = (first + 1) % nh;
             count--;
