@@ -24,4 +24,9 @@ case ${1:?call number} in
     ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh ;;
 2) # library 914abca: the GPU safety suites (docs/safety.md)
   bash tests/gpu/safety.sh 2>&1 | tail -40 ;;
+3) # library 914abca: a copy's first chunk 512 KiB (c512), or a D2H's only
+   # (d512), against 256 KiB: fewer DMAs for 1 MiB; 5 rounds, then readback
+  NAME=first VARIANTS="base d512 c512 pinned" ROUNDS=5 \
+    ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh
+  NAME=readback PROG=readback VARIANTS="base d512" ROUNDS=3 ARGS="--reps 3" bash tests/gpu/variants.sh ;;
 esac
