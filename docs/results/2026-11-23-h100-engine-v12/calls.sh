@@ -6,17 +6,11 @@
 # (Calls 1 and 3 ran an ab() helper, now tests/gpu/variants.sh's NAME.)
 set -u
 export B=build-gpu OUT
-L=$PWD/$B/libpinfast.so
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; date -u
 
-# engine_check under pinfast with three settings (the logs' headings were
-# spelled out then)
-check() {
-  for s in "" PINFAST_MIN_SIZE=0 "PINFAST_THREADS=3 PINFAST_CHUNK=64K PINFAST_MIN_SIZE=0"; do
-    echo "== engine_check ${s:-default}"
-    env $s LD_PRELOAD=$L PINFAST_STATS=off $B/engine_check check 2>&1 | tail -2
-  done | tee "$OUT/check.log"
-}
+# engine_check under pinfast with three settings (the same commands, since
+# session 8 in tests/gpu/engine_checks.sh)
+check() { bash tests/gpu/engine_checks.sh; }
 
 case ${1:?call number} in
 1) # library 9d97201: no waiting for the sleepers' mutex with a task in hand

@@ -2,19 +2,13 @@
 # What each call of engine v13 (session 8) ran on the H100 machine, from the
 # repository root with build-gpu (or build-bench and .deps) carried:
 # bash calls.sh N.  "base" is the library under test; the other libraries
-# are base rebuilt with one -D change each (README).
+# are base rebuilt with one change each (README).
 set -u
 export B=build-gpu OUT
-L=$PWD/$B/libpinfast.so
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; date -u
 
 # engine_check under pinfast with three settings
-check() {
-  for s in "" PINFAST_MIN_SIZE=0 "PINFAST_THREADS=3 PINFAST_CHUNK=64K PINFAST_MIN_SIZE=0"; do
-    echo "== engine_check ${s:-default}"
-    env $s LD_PRELOAD=$L PINFAST_STATS=off $B/engine_check check 2>&1 | tail -2
-  done | tee "$OUT/check.log"
-}
+check() { bash tests/gpu/engine_checks.sh; }
 
 case ${1:?call number} in
 1) # library 914abca: a D2H's tail chunks halved down to TAIL_SPLIT
