@@ -23,4 +23,7 @@ case ${1:?call number} in
   NAME=first VARIANTS="base d512 c512 pinned" ROUNDS=5 \
     ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh
   NAME=readback PROG=readback VARIANTS="base d512" ROUNDS=3 ARGS="--reps 3" bash tests/gpu/variants.sh ;;
+4) # library 914abca: the harness on the sweep alone, 5 runs
+  bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 5 \
+    --workloads sweep 2>&1 | grep -v "^\[" | tail -60 ;;
 esac
