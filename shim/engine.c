@@ -148,7 +148,7 @@ struct held {
     int phase;       /* what the chunk waits for */
     int ntasks;
     /* debug log: an H2D chunk's DMA is seen done after the chunk retired,
-     * so its time goes straight into its line, 1 + logged */
+     * so that time goes straight into its line, log[logged - 1] (0: none) */
     int logged;
     uint64_t taken_ns, dma_ns, dma_end_ns, landed_ns;
     struct pf_task tasks[MAX_SPLIT];
@@ -406,8 +406,8 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
     while (retired < p->x->bytes && !err) {
         int progress = 0;
         /* DMAs that are over: D2H chunks to copy out, slots to reuse.  An
-         * H2D copy asks only when it needs a slot: each question is a driver
-         * call, made while its finished tasks wait for their DMA (2-3 us
+         * H2D copy asks only when it needs a slot or is held back (paced):
+         * each question is a driver call, made while its finished tasks wait for their DMA (2-3 us
          * late on 1 MiB copies, engine v9 timeline) */
         while (count && !err && (!h2d || needs_slot(p, h, nh) || held_back(p, filling, count))) {
             struct held *c = &h[fifo[first]];
