@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# What each call of engine v14 (session 9) ran on the H100 machine, from the
+# repository root with build-gpu (or build-bench and .deps) carried:
+# bash calls.sh N.  "base" is the library under test; the other libraries
+# are base rebuilt with one change each (README).
+set -u
+export B=build-gpu OUT
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc; date -u
+
+case ${1:?call number} in
+1) # library b1d93f8.  Large H2D: memcpy instead of streaming stores
+   # (PINFAST_COPY_H2D=memcpy), and paced too (lm: the pacing for every
+   # H2D from 32 MiB, not only streaming ones); 5 rounds.
+   # Passed-through sizes: is a process with pinfast preloaded slower when
+   # pinfast hands out no wrapper (PINFAST_DISABLE=1), or when the preloaded
+   # library is empty (libpinfast-empty.so)?  15 rounds.
+  NAME=large VARIANTS="base base:PINFAST_COPY_H2D=memcpy lm:PINFAST_COPY_H2D=memcpy lm pinned" ROUNDS=5 \
+    ARGS="--min-size 16M --max-size 256M --budget 512M" bash tests/gpu/variants.sh
+  NAME=small VARIANTS="base base:PINFAST_DISABLE=1 empty" ROUNDS=15 \
+    ARGS="--min-size 4K --max-size 256K --budget 64M" bash tests/gpu/variants.sh ;;
+esac
