@@ -18,4 +18,14 @@ case ${1:?call number} in
     ARGS="--min-size 16M --max-size 256M --budget 512M" bash tests/gpu/variants.sh
   NAME=small VARIANTS="base base:PINFAST_DISABLE=1 empty" ROUNDS=15 \
     ARGS="--min-size 4K --max-size 256K --budget 64M" bash tests/gpu/variants.sh ;;
+2) # library b1d93f8.  1-16 MiB: the caller runs no task (h0) or none over
+   # 32 KiB (h32) instead of up to 256 KiB, so that it issues each DMA as
+   # soon as the chunk is in; or a copy's first chunk 128 KiB (f128);
+   # 7 rounds.  Then 1 MiB timelines of base and h0.
+  NAME=help VARIANTS="base h0 h32 f128 pinned" ROUNDS=7 \
+    ARGS="--min-size 1M --max-size 16M --budget 256M" bash tests/gpu/variants.sh
+  for lib in libpinfast.so libpinfast-h0.so; do
+    LIB=$B/$lib SIZES=1M EVERY=20 bash tests/gpu/timeline.sh
+  done > "$OUT/timeline.log" 2>&1
+  grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt ;;
 esac
