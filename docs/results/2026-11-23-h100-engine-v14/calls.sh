@@ -28,4 +28,12 @@ case ${1:?call number} in
     LIB=$B/$lib SIZES=1M EVERY=20 bash tests/gpu/timeline.sh
   done > "$OUT/timeline.log" 2>&1
   grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt ;;
+3) # library b1d93f8.  H2D: the caller takes one chunk a pass (one), so that
+   # a chunk copied in waits for one submit at most before its DMA; pauses 4
+   # instead of 32 between passes that moved nothing (p4); both (onep4);
+   # h32 again; 9 rounds, 1-64 MiB.  Then 1 MiB timelines of onep4.
+  NAME=poll VARIANTS="base one p4 onep4 h32 pinned" ROUNDS=9 \
+    ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh
+  LIB=$B/libpinfast-onep4.so SIZES=1M EVERY=20 bash tests/gpu/timeline.sh > "$OUT/timeline.log" 2>&1
+  grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt ;;
 esac
