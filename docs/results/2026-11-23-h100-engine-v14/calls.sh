@@ -36,4 +36,7 @@ case ${1:?call number} in
     ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh
   LIB=$B/libpinfast-onep4.so SIZES=1M EVERY=20 bash tests/gpu/timeline.sh > "$OUT/timeline.log" 2>&1
   grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt ;;
+4) # library b1d93f8 against hh: h32 for H2D only (HELP_MAX_H2D); 9 rounds
+  NAME=hh VARIANTS="base hh pinned" ROUNDS=9 \
+    ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh ;;
 esac
