@@ -13,13 +13,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def schedule(workloads, runs):
+def schedule(workloads, runs, warmup=0):
     """Interleaved order: for each workload, run 1 of every variant, then run
     2 of every variant, ... so that slow drifts of the machine (thermal,
-    page cache, other tenants) hit all variants alike."""
+    page cache, other tenants) hit all variants alike.  Each workload starts
+    with `warmup` rounds of every variant, numbered below 0, whose results
+    are not kept."""
     jobs = []
     for w in workloads:
-        for k in range(runs):
+        for k in range(-warmup, runs):
             for v in w.variants():
                 jobs.append((w, v, k))
     return jobs

@@ -22,6 +22,14 @@ class TestSchedule(unittest.TestCase):
                                      ("small", "plain", 0)])
         self.assertEqual(order[5:8], [("small", "pinfast", 0), ("small", "pinned", 0), ("small", "plain", 1)])
 
+    def test_warmup_rounds_first_per_workload(self):
+        sel = workloads.select("churn,small")
+        order = [(w.name, v, k) for w, v, k in runner.schedule(sel, 2, warmup=1)]
+        self.assertEqual(len(order), 2 * 3 + 3 * 3)
+        self.assertEqual(order[:3], [("churn", "plain", -1), ("churn", "pinfast", -1), ("churn", "plain", 0)])
+        self.assertEqual(order[6:10], [("small", "plain", -1), ("small", "pinfast", -1),
+                                       ("small", "pinned", -1), ("small", "plain", 0)])
+
     def test_file_digest(self):
         with tempfile.NamedTemporaryFile(delete=False) as f:
             f.write(b"abc")
@@ -97,6 +105,12 @@ FAKE = textwrap.dedent('''\
     pinned = "--pinned" in sys.argv
     slow = os.path.basename(sys.argv[0]) == "small"   # pinfast slower here
     t = 0.1 if pinned else (1.3 if slow else 0.5) if pinfast else 1.0
+    marks = os.environ.get("FAKE_MARKS")
+    if marks:  # a variant's first run is 100x slower: a warm-up kept would show
+        mark = os.path.join(marks, "pinned" if pinned else "pinfast" if pinfast else "plain")
+        if not os.path.exists(mark):
+            open(mark, "w").close()
+            t *= 100
     if pinfast:
         with open(os.environ["PINFAST_STATS_FILE"].replace("%%p", str(os.getpid())), "w") as f:
             json.dump({"transfers": [], "allocations": []}, f)
@@ -125,10 +139,48 @@ class TestEndToEnd(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def bench(self, *args):
+    def bench(self, *args, env=None):
         cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
                "--lib", self.lib, "--out", self.out, "--machine", "testbox", "--runs", "2"] + list(args)
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+
+    def test_warmup_not_kept(self):
+        marks = os.path.join(self.tmp.name, "marks")
+        os.makedirs(marks)
+        env = dict(os.environ, FAKE_MARKS=marks)
+        p = self.bench("--workloads", "sweep", "--runs", "1", env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr.count("warm-up"), 3)
+        self.assertIn("2.00x", p.stdout)       # the 100x slower first runs were dropped
+        self.assertIn("10.00x", p.stdout)
+        raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
+        with open(os.path.join(self.out, raw[0])) as f:
+            runs = [json.loads(line) for line in f]
+        self.assertEqual(sorted(r["run"] for r in runs), [0, 0, 0])
+        self.assertEqual(self.plain_seconds(), 1.0)
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("1 runs per variant after 1 warm-up", f.read())
+
+    def plain_seconds(self):
+        jsonl = [f for f in os.listdir(self.out) if f.endswith("bench.jsonl")]
+        with open(os.path.join(self.out, jsonl[0])) as f:
+            recs = [json.loads(line) for line in f]
+        return [r["seconds"] for r in recs if r["variant"] == "plain"][0]
+
+    def test_no_warmup_keeps_every_run(self):
+        marks = os.path.join(self.tmp.name, "marks")
+        os.makedirs(marks)
+        env = dict(os.environ, FAKE_MARKS=marks)
+        p = self.bench("--workloads", "sweep", "--runs", "1", "--warmup", "0", "--no-fail", env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("warm-up", p.stderr)
+        self.assertEqual(self.plain_seconds(), 100.0)  # its one run was its slow first
+
+    def test_bad_warmup(self):
+        p = self.bench("--workloads", "sweep", "--warmup", "-1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--warmup must be >= 0", p.stderr)
 
     def test_good_run(self):
         p = self.bench("--workloads", "sweep", "--quick")
