@@ -39,4 +39,8 @@ case ${1:?call number} in
 4) # library b1d93f8 against hh: h32 for H2D only (HELP_MAX_H2D); 9 rounds
   NAME=hh VARIANTS="base hh pinned" ROUNDS=9 \
     ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh ;;
+5) # library b1d93f8 + HELP_MAX_H2D (hh): the harness on the sweep alone,
+   # one warm-up round, 15 runs
+  bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 15 --warmup 1 \
+    --workloads sweep 2>&1 | grep -v "^\[" | tail -60 ;;
 esac
