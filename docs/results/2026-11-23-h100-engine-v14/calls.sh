@@ -43,4 +43,12 @@ case ${1:?call number} in
    # one warm-up round, 15 runs
   bash tests/gpu/bench.sh --build build-bench --no-build --no-fail --runs 15 --warmup 1 \
     --workloads sweep 2>&1 | grep -v "^\[" | tail -60 ;;
+6) # library hh.  Is a synchronous H2D's 64 MiB slower than an asynchronous
+   # one (harness 151958: 41.5 against 44.5 GB/s) because its DMAs go to the
+   # legacy default stream?  The sweep against sweep_ptds (cudaMemcpy on the
+   # per-thread default stream); 7 rounds each
+  for prog in sweep sweep_ptds; do
+    NAME=$prog PROG=$prog VARIANTS="hh pinned" ROUNDS=7 \
+      ARGS="--min-size 16M --max-size 64M --budget 512M" bash tests/gpu/variants.sh
+  done ;;
 esac
