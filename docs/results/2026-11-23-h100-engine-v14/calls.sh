@@ -51,4 +51,13 @@ case ${1:?call number} in
     NAME=$prog PROG=$prog VARIANTS="hh pinned" ROUNDS=7 \
       ARGS="--min-size 16M --max-size 64M --budget 512M" bash tests/gpu/variants.sh
   done ;;
+7) # library hh (base here; b1 is b1d93f8): engine_check, 1 MiB timelines
+   # of both, and a last A/B, 9 rounds
+  bash tests/gpu/engine_checks.sh
+  for lib in libpinfast-b1.so libpinfast.so; do
+    LIB=$B/$lib SIZES=1M EVERY=20 bash tests/gpu/timeline.sh
+  done > "$OUT/timeline.log" 2>&1
+  grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt
+  NAME=last VARIANTS="b1 base pinned" ROUNDS=9 \
+    ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh ;;
 esac
