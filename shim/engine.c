@@ -43,6 +43,13 @@
 #define LEAN_AHEAD 5
 #define AUTO_STREAM_FROM (64u << 20)   /* D2H */
 #define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
+/* An H2D caller busy with a 64 KiB task issues a chunk that is ready late:
+ * with no task over 32 KiB a 1 MiB H2D's first DMA starts 1.9 us sooner
+ * (median 9.9 -> 8.0 us); 1-64 MiB H2D measured level to +2% in four A/Bs
+ * (engine v14 calls 2-4, 7).  D2H keeps the larger help: a destination never
+ * touched faults in faster with the caller among the copiers (32 KiB for
+ * both directions: 4-64 MiB into fresh memory 3-9% slower, calls 2-3). */
+#define HELP_MAX_H2D MIN_TASK
 #define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
 #define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
 
@@ -675,7 +682,8 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     if (rest.bytes && *result == CUDA_SUCCESS) {
         nh = acquire(c, h, want);
         t3 = stamp(debug);
-        *result = run(&p, h, nh, workers ? HELP_MAX : (size_t)-1);
+        size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
+        *result = run(&p, h, nh, workers ? help_max : (size_t)-1);
         release(c, h, nh);
     }
     pf_workers_active(-1);
