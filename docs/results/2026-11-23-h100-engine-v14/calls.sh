@@ -60,4 +60,6 @@ case ${1:?call number} in
   grep -c staged "$OUT/timeline.log"; rm -f "$OUT"/timeline-*.txt
   NAME=last VARIANTS="b1 base pinned" ROUNDS=9 \
     ARGS="--min-size 1M --max-size 64M --budget 256M" bash tests/gpu/variants.sh ;;
+8) # library 2f2a226 (hh kept): the GPU safety suites (docs/safety.md)
+  bash tests/gpu/safety.sh 2>&1 | tail -40 ;;
 esac
