@@ -42,7 +42,7 @@
 #define LEAN_TASKS 3
 #define LEAN_AHEAD 5
 #define AUTO_STREAM_FROM (64u << 20)   /* D2H */
-#define HELP_MAX MAX_TASK      /* the caller copies no more than this at a time */
+#define HELP_MAX MAX_TASK      /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a 64 KiB task issues a chunk that is ready late:
  * with no task over 32 KiB a 1 MiB H2D's first DMA starts 1.9 us sooner
  * (median 9.9 -> 8.0 us); 1-64 MiB H2D measured level to +2% in four A/Bs
@@ -414,8 +414,9 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
         int progress = 0;
         /* DMAs that are over: D2H chunks to copy out, slots to reuse.  An
          * H2D copy asks only when it needs a slot or is held back (paced):
-         * each question is a driver call, made while its finished tasks wait for their DMA (2-3 us
-         * late on 1 MiB copies, engine v9 timeline) */
+         * each question is a driver call, made while its finished tasks
+         * wait for their DMA (2-3 us late on 1 MiB copies, engine v9
+         * timeline) */
         while (count && !err && (!h2d || needs_slot(p, h, nh) || held_back(p, filling, count))) {
             struct held *c = &h[fifo[first]];
             CUresult q = unfence(c->s);
