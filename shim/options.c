@@ -40,9 +40,9 @@ static const struct option table[] = {
     {"PINFAST_STATS", K_ENUM, F(stats), "text", 0, 0, stats_names,
      "exit report: off, text (a table) or json"},
     {"PINFAST_STATS_FILE", K_STRING, F(stats_file), "", 0, 0, NULL,
-     "write the exit report here instead of stderr; %p becomes the pid"},
+     "write the exit report here instead of stderr; %p: pid, %r: rank, %h: host"},
     {"PINFAST_TRACE", K_STRING, F(trace), "", 0, 0, NULL,
-     "write one line per intercepted call to this file; %p becomes the pid"},
+     "write one line per intercepted call to this file; %p, %r, %h as above"},
     {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names,
      "messages printed: error, warning, info or debug"},
     {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
@@ -214,12 +214,46 @@ void pf_options_describe(int fd) {
     }
 }
 
+/* The rank a launcher gave this process (torchrun, mpirun, srun, ...), as
+ * digits; "x" when none is set or its value is no number. */
+static void rank_text(char *out, size_t size) {
+    static const char *const vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    static int warned;
+    snprintf(out, size, "x");
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v)
+            continue;
+        size_t n = strspn(v, "0123456789");
+        if (n && n <= 9 && !v[n])
+            snprintf(out, size, "%s", v);
+        else
+            pf_msg_once(warned, PF_WARNING, "%s=%s is not a rank number: %%r becomes x and "
+                        "the report's rank is null", vars[i], v);
+        return;
+    }
+}
+
+/* The host name up to its first dot, as `hostname -s`. */
+static void host_text(char *out, size_t size) {
+    if (gethostname(out, size) || !*out)
+        snprintf(out, size, "unknown");
+    out[size - 1] = 0;
+    out[strcspn(out, ".")] = 0;
+}
+
 int pf_options_file(const char *pattern, char *path, size_t size) {
     size_t n = 0;
     for (const char *s = pattern; *s; s++) {
-        char tmp[24];
+        char tmp[72];
         if (s[0] == '%' && s[1] == 'p') {
             snprintf(tmp, sizeof tmp, "%d", (int)getpid());
+            s++;
+        } else if (s[0] == '%' && s[1] == 'r') {
+            rank_text(tmp, sizeof tmp);
+            s++;
+        } else if (s[0] == '%' && s[1] == 'h') {
+            host_text(tmp, sizeof tmp);
             s++;
         } else if (s[0] == '%' && s[1] == '%') {
             tmp[0] = '%', tmp[1] = 0;

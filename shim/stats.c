@@ -316,14 +316,34 @@ static int is_sync(int a) {
            a == PF_API_PEER || a == PF_API_M2D || a == PF_API_M2D_UNALIGNED || a == PF_API_M3D;
 }
 
-/* Sum of the copy rows that `keep` selects. */
-static struct cell total(int (*keep)(int a, int d, int m, int p)) {
+/* Whether a row's time inside the calls is its transfer's: a synchronous
+ * copy, or one pinfast staged and finished before returning (all but an
+ * asynchronous D2H under PINFAST_ASYNC_D2H).  An asynchronous pass-through
+ * copy returns once queued: its bytes over that time are no transfer rate. */
+static int has_rate(int a, int d, int p) {
+    if (is_sync(a))
+        return 1;
+    return p == PF_PATH_STAGED && !(d == PF_DIR_D2H && pf_options()->async_d2h);
+}
+
+/* A row's GB/s as printed: fmt for a number, or `none` where it has no rate. */
+static const char *rate_text(char *buf, size_t size, const char *fmt, const char *none, int a,
+                             int d, int p, const struct cell *c) {
+    if (!has_rate(a, d, p))
+        return none;
+    snprintf(buf, size, fmt, gbps(c));
+    return buf;
+}
+
+/* Sum of the copy rows that `keep` selects; with rated, only rows that have
+ * a transfer rate. */
+static struct cell total(int (*keep)(int a, int d, int m, int p), int rated) {
     struct cell t = {0, 0, 0, 0};
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++)
-                    if (keep(a, d, m, p)) {
+                    if (keep(a, d, m, p) && (!rated || has_rate(a, d, p))) {
                         const struct cell c = sum.copies[a][d][m][p];
                         t.calls += c.calls, t.errors += c.errors, t.bytes += c.bytes, t.ns += c.ns;
                     }
@@ -336,6 +356,14 @@ static int driver_pageable(int a, int d, int m, int p) {
     return (void)a, m == PF_MEM_PAGEABLE && p == PF_PATH_PASSTHROUGH && d != PF_DIR_H2H;
 }
 static int staged(int a, int d, int m, int p) { return (void)a, (void)d, (void)m, p == PF_PATH_STAGED; }
+
+/* " at X GB/s" over the rows of a total that have a rate; "" when none has. */
+static const char *at_rate(char *buf, size_t size, struct cell c) {
+    if (!c.ns)
+        return "";
+    snprintf(buf, size, " at %.2f GB/s", gbps(&c));
+    return buf;
+}
 
 #define TINY_BUCKETS 12 /* copies under 4 KiB */
 
@@ -370,29 +398,30 @@ static int advise(struct advice *adv, double wall) {
             "%llu bytes: batch them into fewer, larger copies",
             (unsigned long long)tiny.calls, tiny_s, 100 * tiny_s / wall,
             (unsigned long long)tiny.bytes);
-    struct cell sync = total(sync_copy);
+    struct cell sync = total(sync_copy, 0);
     double sync_s = (double)sync.ns * 1e-9;
     if (sync.calls >= 100 && sync_s >= 0.1 * wall)
         say(&adv[n++], "synchronous-copies",
             "%llu synchronous copies kept the CPU waiting %.3f s (%.1f%% of the run): "
             "cudaMemcpyAsync on streams lets copies overlap kernels and CPU work",
             (unsigned long long)sync.calls, sync_s, 100 * sync_s / wall);
-    struct cell drv = total(driver_pageable);
+    struct cell drv = total(driver_pageable, 0);
+    char at[40];
     if (drv.bytes >= (64u << 20))
         say(&adv[n++], "pageable-memory",
-            "%.1f MiB of pageable memory went through the driver's own path at %.2f GB/s "
+            "%.1f MiB of pageable memory went through the driver's own path%s "
             "(copies under PINFAST_MIN_SIZE, or ones pinfast could not stage): pinned "
             "buffers move at the link's speed",
-            drv.bytes / 1048576.0, gbps(&drv));
-    struct cell stg = total(staged);
+            drv.bytes / 1048576.0, at_rate(at, sizeof at, total(driver_pageable, 1)));
+    struct cell stg = total(staged, 0);
     struct pf_engine_stats e;
     pf_engine_stats(&e);
     if (stg.bytes >= (64u << 20))
         say(&adv[n++], "pin-buffers",
-            "pinfast staged %.1f MiB of pageable copies at %.2f GB/s, for %.3f s of CPU "
+            "pinfast staged %.1f MiB of pageable copies%s, for %.3f s of CPU "
             "time: buffers allocated pinned (cudaMallocHost, pin_memory=True) would need "
             "neither",
-            stg.bytes / 1048576.0, gbps(&stg), e.worker_seconds);
+            stg.bytes / 1048576.0, at_rate(at, sizeof at, total(staged, 1)), e.worker_seconds);
     struct cell rt = sum.trips;
     if (rt.calls >= 10)
         say(&adv[n++], "round-trips",
@@ -425,7 +454,7 @@ static int advise(struct advice *adv, double wall) {
 
 /* JSON string contents: the advice texts hold no quote or backslash. */
 static void report_extras_json(struct out *o, double wall) {
-    struct cell all = total(any_copy), rt = sum.trips;
+    struct cell all = total(any_copy, 0), rt = sum.trips;
     put(o,
         "\"summary\":{\"copy_seconds\":%.6f,\"share_of_wall\":%.4f,\"round_trips\":%llu,"
         "\"round_trip_bytes\":%llu},\n\"histogram\":{",
@@ -458,7 +487,7 @@ static void report_extras_json(struct out *o, double wall) {
 }
 
 static void report_extras_text(struct out *o, double wall) {
-    struct cell all = total(any_copy);
+    struct cell all = total(any_copy, 0);
     put(o, "pinfast: %.3f s inside copy calls, %.1f%% of the run\n", (double)all.ns * 1e-9,
         wall > 0 ? 100 * (double)all.ns * 1e-9 / wall : 0.0);
     static const char *const unit[] = {"B", "K", "M", "G", "T"};
@@ -540,8 +569,19 @@ static void callsites_text(struct out *o) {
             (double)rest.ns * 1e-9);
 }
 
+/* The launcher's rank ("x": none given) and the short host name, as %r and
+ * %h give them in file names, so that a report says which file it is. */
+struct whoami {
+    char rank[72], host[72];
+};
+static void whoami(struct whoami *w) {
+    /* each fits: a rank has at most 9 digits, a host name is cut at 71 bytes */
+    pf_options_file("%r", w->rank, sizeof w->rank);
+    pf_options_file("%h", w->host, sizeof w->host);
+}
+
 static void report_json(struct out *o, double wall) {
-    put(o, "{\"schema\":\"pinfast-report/1.1\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
+    put(o, "{\"schema\":\"pinfast-report/1.2\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
     const char *sep = "\n";
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -551,12 +591,14 @@ static void report_json(struct out *o, double wall) {
                     const struct cell *c = &sum.copies[a][d][m][p];
                     if (!c->calls)
                         continue;
+                    char rate[32];
                     put(o,
                         "%s{\"api\":\"%s\",\"direction\":\"%s\",\"memory\":\"%s\",\"path\":\"%s\","
-                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"gbps\":%.3f}",
+                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"gbps\":%s}",
                         sep, copy_names[a], dir_names[d], mem_names[m], path_names[p],
                         (unsigned long long)c->calls, (unsigned long long)c->errors,
-                        (unsigned long long)c->bytes, (double)c->ns * 1e-9, gbps(c));
+                        (unsigned long long)c->bytes, (double)c->ns * 1e-9,
+                        rate_text(rate, sizeof rate, "%.3f", "null", a, d, p, c));
                     sep = ",\n";
                 }
     put(o, "\n],\n\"allocations\":[");
@@ -587,11 +629,17 @@ static void report_json(struct out *o, double wall) {
     report_extras_json(o, wall);
     if (pf_options()->callsites)
         callsites_json(o);
-    put(o, "}\n");
+    struct whoami w;
+    whoami(&w);
+    /* host names hold letters, digits and dashes only: no JSON escapes */
+    put(o, ",\n\"rank\":%s,\"host\":\"%s\"}\n", strcmp(w.rank, "x") ? w.rank : "null", w.host);
 }
 
 static void report_text(struct out *o, double wall) {
-    put(o, "pinfast: transfer report, pid %d, %.3f s since start\n", (int)getpid(), wall);
+    struct whoami w;
+    whoami(&w);
+    put(o, "pinfast: transfer report, pid %d%s%s on %s, %.3f s since start\n", (int)getpid(),
+        strcmp(w.rank, "x") ? ", rank " : "", strcmp(w.rank, "x") ? w.rank : "", w.host, wall);
     put(o, "pinfast: %-20s %-5s %-9s %-11s %10s %6s %14s %11s %9s\n", "api", "dir", "memory",
         "path", "calls", "errors", "bytes", "seconds", "GB/s");
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -599,11 +647,13 @@ static void report_text(struct out *o, double wall) {
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
                     const struct cell *c = &sum.copies[a][d][m][p];
+                    char rate[32];
                     if (c->calls)
-                        put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %9.2f\n",
+                        put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %9s\n",
                             copy_names[a], dir_names[d], mem_names[m], path_names[p],
                             (unsigned long long)c->calls, (unsigned long long)c->errors,
-                            (unsigned long long)c->bytes, (double)c->ns * 1e-9, gbps(c));
+                            (unsigned long long)c->bytes, (double)c->ns * 1e-9,
+                            rate_text(rate, sizeof rate, "%.2f", "-", a, d, p, c));
                 }
     for (int a = 0; a < PF_ALLOC_API_COUNT; a++) {
         const struct cell s_ = snap(&allocs[a]), *c = &s_;

@@ -137,6 +137,22 @@ static int teardown(void **s)
 }
 
 /* ---- checks ----------------------------------------------------------------------- */
+/* A rate only where the time inside the calls is the transfer's: the one
+ * asynchronous copy here is a 1000-byte pass-through, queued and gone. */
+static void check_rate(const struct rep_row *t)
+{
+    int async = strstr(t->api, "Async") != NULL;
+    if (async && !strcmp(t->path, "passthrough")) {
+        if (t->gbps != -1)
+            fail_msg("%s %s: gbps %g where the report has no rate (null)", t->api, t->path, t->gbps);
+        return;
+    }
+    double want = t->seconds > 0 ? (double)t->bytes / t->seconds / 1e9 : 0;
+    double off = t->gbps > want ? t->gbps - want : want - t->gbps;
+    if (t->gbps < 0 || off > 0.0005 + 1e-6 * want)
+        fail_msg("%s %s: gbps %g, bytes/seconds give %g", t->api, t->path, t->gbps, want);
+}
+
 struct want { const char *api, *direction, *memory; long calls, errors; long long bytes; };
 
 static void test_report_exact(void **s)
@@ -183,6 +199,7 @@ static void test_report_exact(void **s)
                 fail_msg("row %d (%s): a row with zero calls", i, t->api);
             if (strcmp(want[w].memory, "pageable") && strcmp(t->path, "passthrough"))
                 fail_msg("row %d (%s %s): staged although not pageable", i, t->api, t->memory);
+            check_rate(t);
         }
         if (calls != want[w].calls || errors != want[w].errors || bytes != want[w].bytes)
             fail_msg("%s %s %s: calls %ld errors %ld bytes %lld; expected %ld %ld %lld", want[w].api,
@@ -276,6 +293,115 @@ static void test_bad_option_warns_once(void **s)
     assert_int_equal(named, 1);
 }
 
+/* The text report's GB/s column: a dash for the asynchronous pass-through
+ * row, a number for the synchronous and staged ones. */
+static void test_text_rates(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char file[320], path[320];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/t-%%p.txt", tmpdir);
+    const char *set[] = { "PINFAST_STATS=text", file };
+    pid_t pid;
+    assert_int_equal(spawn(set, 2, NULL, 0, NULL, &pid), 0);
+    snprintf(path, sizeof path, "%s/t-%d.txt", tmpdir, (int)pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[512];
+    int dashes = 0, rates = 0;
+    while (fgets(line, sizeof line, f)) {
+        char api[48], dir[8], mem[16], pth[16], rate[16];
+        unsigned long long calls, errors, bytes;
+        double secs;
+        if (sscanf(line, "pinfast: %47s %7s %15s %15s %llu %llu %llu %lf %15s", api, dir, mem, pth,
+                   &calls, &errors, &bytes, &secs, rate) != 9 || !strcmp(dir, "-"))
+            continue;
+        if (!strcmp(api, "cuMemcpyHtoDAsync")) {
+            assert_string_equal(rate, "-");
+            dashes++;
+        } else {
+            char *end;
+            strtod(rate, &end);
+            if (*end)
+                fail_msg("%s %s: GB/s \"%s\" is no number", api, pth, rate);
+            rates++;
+        }
+    }
+    fclose(f);
+    assert_int_equal(dashes, 1);
+    assert_true(rates >= 4);
+}
+
+static const char *rank_vars[] = { "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID" };
+
+/* The report of a child run with the rank variables in set (others dropped)
+ * and PINFAST_STATS_FILE=<tmpdir>/n-%r-%h-%p.json; its stderr in err. */
+static void rank_report(const char **set, int nset, const char *expect_rank, const char *err)
+{
+    char file[320], host[256], path[800];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/n-%%r-%%h-%%p.json", tmpdir);
+    const char *all[8] = { "PINFAST_STATS=json", file };
+    for (int i = 0; i < nset; i++)
+        all[2 + i] = set[i];
+    pid_t pid;
+    assert_int_equal(spawn(all, 2 + nset, rank_vars, 4, err, &pid), 0);
+    assert_int_equal(gethostname(host, sizeof host), 0);
+    host[strcspn(host, ".")] = 0;
+    snprintf(path, sizeof path, "%s/n-%s-%s-%d.json", tmpdir, expect_rank, host, (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("no report %s", path);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = 0;
+    fclose(f);
+    char tail[400];
+    snprintf(tail, sizeof tail, ",\n\"rank\":%s,\"host\":\"%s\"}\n",
+             strcmp(expect_rank, "x") ? expect_rank : "null", host);
+    if (n < strlen(tail) || strcmp(text + n - strlen(tail), tail))
+        fail_msg("report %s does not end with %s", path, tail);
+}
+
+/* %r: the first of RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID set;
+ * x when none is; %h: the host name up to its first dot. */
+static void test_rank_and_host_in_names(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    const char *torchrun[] = { "RANK=3", "SLURM_PROCID=9" };
+    rank_report(torchrun, 2, "3", NULL);
+    const char *mpi[] = { "PMI_RANK=12", "SLURM_PROCID=9" };
+    rank_report(mpi, 2, "12", NULL);
+    const char *srun[] = { "SLURM_PROCID=0" };
+    rank_report(srun, 1, "0", NULL);
+    rank_report(NULL, 0, "x", NULL);
+}
+
+/* A rank that is no number: one warning naming it, x in the name, null in the report. */
+static void test_bad_rank_warns_once(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char err[320];
+    snprintf(err, sizeof err, "%s/stderr-rank", tmpdir);
+    const char *set[] = { "OMPI_COMM_WORLD_RANK=node-1" };
+    rank_report(set, 1, "x", err);
+    FILE *f = fopen(err, "r");
+    assert_non_null(f);
+    char line[1024];
+    int lines = 0, named = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines += !strncmp(line, "pinfast:", 8);
+        named += !strncmp(line, "pinfast: warning: OMPI_COMM_WORLD_RANK=node-1 is not a rank number", 66);
+    }
+    fclose(f);
+    assert_int_equal(lines, 1);
+    assert_int_equal(named, 1);
+}
+
 /* without the shim no report appears, whatever PINFAST_* says */
 static void test_plain_no_report(void **s)
 {
@@ -298,6 +424,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_disable_is_passthrough),
         cmocka_unit_test(test_bad_option_warns_once),
         cmocka_unit_test(test_plain_no_report),
+        cmocka_unit_test(test_text_rates),
+        cmocka_unit_test(test_rank_and_host_in_names),
+        cmocka_unit_test(test_bad_rank_warns_once),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -101,7 +101,12 @@ static int transfer(struct p *p, struct rep_row *w)
     if (lit(p, ',') || key(p, "bytes") || num(p, &d)) return -1;
     w->bytes = (long long)d;
     if (lit(p, ',') || key(p, "seconds") || num(p, &w->seconds)) return -1;
-    if (lit(p, ',') || key(p, "gbps") || num(p, &w->gbps)) return -1;
+    if (lit(p, ',') || key(p, "gbps")) return -1;
+    ws(p);
+    if (!strncmp(p->s, "null", 4)) /* 1.2: no transfer rate */
+        p->s += 4, w->gbps = -1;
+    else if (num(p, &w->gbps))
+        return -1;
     return lit(p, '}');
 }
 

@@ -8,7 +8,7 @@ struct rep_row {
     char api[48], direction[16], memory[16], path[16];
     long calls, errors;
     long long bytes;
-    double seconds, gbps;
+    double seconds, gbps; /* gbps -1: null, the row has no transfer rate */
 };
 struct rep_alloc {
     char api[48];
