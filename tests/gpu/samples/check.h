@@ -1,4 +1,4 @@
-/* What the GPU safety programs (tests/gpu/equiv.cu, errors_gpu.cu, procs.cu,
+/* What the GPU safety programs (tests/gpu/checks/equiv.cu, errors_gpu.cu, procs.cu,
  * samples/) share: checked calls that name the failing line, a seeded
  * generator, random fills and a 64-bit hash.  C and CUDA C++. */
 #ifndef PINFAST_GPU_CHECK_H

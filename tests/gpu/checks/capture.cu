@@ -4,11 +4,11 @@
 // launches, and checks every byte against a CPU reference; then the same copies
 // outside capture right after, on the same stream.  The return code of every
 // call is printed, so the plain and the pinfast runs can be diffed line by
-// line (tests/gpu/safety.sh): pinfast must pass captured copies through
+// line (tests/gpu/checks/safety.sh): pinfast must pass captured copies through
 // untouched, whatever the driver answers for them.
 #include <cuda_runtime.h>
 
-#include "samples/check.h"
+#include "../samples/check.h"
 
 __global__ static void axpb(float* x, size_t n, float a, float b)
 {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # pinfast against the real driver: every suite run plain and under pinfast,
 # their outputs compared, then compute-sanitizer under pinfast.
-#   tests/gpu/safety.sh build   build the programs into $B (no GPU needed);
+#   tests/gpu/checks/safety.sh build   build the programs into $B (no GPU needed);
 #                               libpinfast.so is built there by the lead
-#   tests/gpu/safety.sh         on the GPU: run everything, log to $OUT/safety.log,
+#   tests/gpu/checks/safety.sh         on the GPU: run everything, log to $OUT/safety.log,
 #                               a summary table at the end; exit 1 on any
 #                               difference, failure or sanitizer error
 # Sizes (environment): EQUIV_SEED (1), EQUIV_N (40 programs per build),
@@ -11,7 +11,7 @@
 # (9, resources, preloads $B/libnothreads.so ahead of pinfast).  About 6-7 minutes on an H100.
 # docs/safety.md describes the suites.
 set -u
-cd "$(dirname "$0")/../.." || exit 2
+cd "$(dirname "$0")/../../.." || exit 2
 B=${B:-build-gpu}
 OUT=${OUT:-/tmp/out}
 NVCC=${NVCC:-nvcc}
@@ -24,12 +24,12 @@ build() {
     local flags="-O2 -arch=$ARCH -Xcompiler -Wall,-Wextra"
     local drv="-L${CUDA_HOME:-/usr/local/cuda}/lib64/stubs -lcuda"
     {
-        echo "-o $B/equiv tests/gpu/equiv.cu $drv"
-        echo "-o $B/equiv_ptds --default-stream per-thread tests/gpu/equiv.cu $drv"
-        echo "-o $B/equiv_shared -cudart shared tests/gpu/equiv.cu $drv"
-        echo "-o $B/errors_gpu tests/gpu/errors_gpu.cu $drv"
-        echo "-o $B/procs tests/gpu/procs.cu"
-        echo "-o $B/capture tests/gpu/capture.cu"
+        echo "-o $B/equiv tests/gpu/checks/equiv.cu $drv"
+        echo "-o $B/equiv_ptds --default-stream per-thread tests/gpu/checks/equiv.cu $drv"
+        echo "-o $B/equiv_shared -cudart shared tests/gpu/checks/equiv.cu $drv"
+        echo "-o $B/errors_gpu tests/gpu/checks/errors_gpu.cu $drv"
+        echo "-o $B/procs tests/gpu/checks/procs.cu"
+        echo "-o $B/capture tests/gpu/checks/capture.cu"
         for s in $SAMPLES; do echo "-o $B/samples/$s tests/gpu/samples/$s.cu"; done
         for w in $WORKLOADS; do
             [ -x "$B/$w" ] || echo "-std=c++17 -Icuda -o $B/$w cuda/$w.cu"
@@ -157,7 +157,7 @@ row "samples" "$cases" "$d" -
 fi
 if want 5; then
 echo "== 5. deterministic PyTorch training"
-run3 torch 300 python3 tests/gpu/torch_determinism.py
+run3 torch 300 python3 tests/gpu/checks/torch_determinism.py
 tail -2 "$W/torch.plain"
 if grep -q '^SKIP' "$W/torch.plain"; then
     row "torch_determinism (skipped)" 0 0 -

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the report's call sites and NVTX ranges on the real
 # driver, and what the call sites cost.  From the repository root:
-#   OUT=/some/dir tests/gpu/callsites.sh
-# Builds the library (B=build-gpu) and tests/gpu/callsite_check.cu with static
+#   OUT=/some/dir tests/gpu/checks/callsites.sh
+# Builds the library (B=build-gpu) and tests/gpu/checks/callsite_check.cu with static
 # and shared cudart, then:
 #   1. every copy walked (PINFAST_CALLSITES=1): the JSON report names
 #      copy_from_a/b/c of the program (static cudart: from .symtab) with
@@ -26,8 +26,8 @@ fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 [ -f "$B/libpinfast.so" ] || { cmake -S . -B "$B" -DPINFAST_TESTS=OFF >/dev/null && cmake --build "$B" -j >/dev/null; }
 LIB=$PWD/$B/libpinfast.so
 NVCC=${NVCC:-nvcc}
-"$NVCC" -O2 -o "$OUT/check_static" tests/gpu/callsite_check.cu || exit 1
-"$NVCC" -O2 -cudart shared -o "$OUT/check_shared" tests/gpu/callsite_check.cu || exit 1
+"$NVCC" -O2 -o "$OUT/check_static" tests/gpu/checks/callsite_check.cu || exit 1
+"$NVCC" -O2 -cudart shared -o "$OUT/check_shared" tests/gpu/checks/callsite_check.cu || exit 1
 
 # check.py REPORT SAMPLING: the sites of copy_from_a/b/c
 cat > "$OUT/check.py" <<'EOF'

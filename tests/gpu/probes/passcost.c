@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t, CUstream);
 typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t, CUstream);

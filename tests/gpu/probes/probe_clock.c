@@ -15,7 +15,7 @@
 #define READS 1000000
 #define ROUNDS 9
 
-#include "probe.h"
+#include "../probe.h"
 
 
 /* ns per call of f, median of ROUNDS; sink keeps the reads */

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 
 static uint64_t rng = 88172645463325252ull;

@@ -31,7 +31,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 
-#include "samples/check.h"
+#include "../samples/check.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)

@@ -20,6 +20,6 @@ run pool_check $B/pool_check
 run sweep_static $B/sweep --max-size 64M
 run sweep_shared $B/sweep_shared --max-size 64M
 run sweep_ptds $B/sweep_ptds --max-size 64M
-run frameworks python3 tests/gpu/frameworks.py
+run frameworks python3 tests/gpu/checks/frameworks.py
 echo "== compute-sanitizer memcheck, pool_check under pinfast"
 compute-sanitizer --tool memcheck --target-processes all env LD_PRELOAD=$LIB PINFAST_STATS=off $B/pool_check 2>&1 | tail -2

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # What pinfast adds to a small copy it passes through, on the GPU:
-# tests/gpu/passcost.c compares, inside each process, 4-byte async copies
+# tests/gpu/probes/passcost.c compares, inside each process, 4-byte async copies
 # made through the program's symbol (pinfast's wrapper when preloaded) with
 # copies made straight into libcuda, in alternating batches.  Each setting
 # runs ROUNDS processes (default 3); the table gives the median of their
 # results.  Without pinfast ("plain") the two paths are the same function:
 # its row is the method's noise.
-#   B=build-gpu tests/gpu/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
+#   B=build-gpu tests/gpu/probes/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
 set -u
 B=${B:-build-gpu}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
-cc -O2 -Wall -Wextra -I"$CUDA/include" tests/gpu/passcost.c -L"$CUDA/lib64/stubs" -lcuda -o /tmp/passcost || exit 2
+cc -O2 -Wall -Wextra -I"$CUDA/include" tests/gpu/probes/passcost.c -L"$CUDA/lib64/stubs" -lcuda -o /tmp/passcost || exit 2
 LIB=$(cd "$B" && pwd)/libpinfast.so
 SETTINGS=("plain|-u LD_PRELOAD" "disabled|LD_PRELOAD=$LIB PINFAST_DISABLE=1"
           "no-callsites|LD_PRELOAD=$LIB PINFAST_CALLSITES=0" "default|LD_PRELOAD=$LIB")

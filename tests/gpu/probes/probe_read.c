@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 #define ROUNDS 41
 #define MAX_THREADS 8

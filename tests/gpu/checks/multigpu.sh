@@ -5,9 +5,9 @@
 # ring), then the bench harness on multigpu and multigpu_procs, plain/pinfast/
 # pinned interleaved, 3 runs each. About 5 minutes; log in $OUT/multigpu.log,
 # harness results and pinfast reports under $OUT/r/.
-#   tests/gpu/multigpu.sh build   here: builds libpinfast.so, multigpu and
+#   tests/gpu/checks/multigpu.sh build   here: builds libpinfast.so, multigpu and
 #                                 engine_check into $B (default build-mgpu)
-#   B=build-mgpu tests/gpu/multigpu.sh   there, with $B carried
+#   B=build-mgpu tests/gpu/checks/multigpu.sh   there, with $B carried
 # RUNS=n (3) sets the harness runs, CHECK=0 skips the checks.
 set -u
 B=${B:-build-mgpu}
@@ -15,7 +15,7 @@ if [ "${1:-}" = build ]; then
   set -e
   cmake -S . -B "$B" -DPINFAST_TESTS=OFF -DPINFAST_WORKLOADS=ON
   cmake --build "$B" -j2 --target pinfast multigpu
-  gcc -O2 -Wall -Wextra -I/usr/local/cuda/include tests/gpu/engine_check.c \
+  gcc -O2 -Wall -Wextra -I/usr/local/cuda/include tests/gpu/checks/engine_check.c \
     -L/usr/local/cuda/lib64/stubs -lcuda -o "$B/engine_check"
   ls -l "$B/libpinfast.so" "$B/cuda/multigpu" "$B/engine_check"
   exit 0

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 #define ROUNDS 41
 

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "samples/check.h"
+#include "../samples/check.h"
 
 #define MiB ((size_t)1 << 20)
 

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "samples/check.h"
+#include "../samples/check.h"
 
 enum dir { H2D, D2H, D2D };
 enum flav { SYNC, ASYNC };

@@ -1,4 +1,4 @@
-// The report's call sites and NVTX ranges on the real driver (tests/gpu/callsites.sh).
+// The report's call sites and NVTX ranges on the real driver (tests/gpu/checks/callsites.sh).
 //   callsite_check sites   copies from three functions of known counts, data checked
 //   callsite_check small N N synchronous 4-byte H2D copies; prints microseconds per copy
 #include <cuda_runtime.h>

@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <stdint.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 #define ROUNDS 31
 #define CHUNKS 8

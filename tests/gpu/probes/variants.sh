@@ -6,7 +6,7 @@
 # for "base"), run with the settings given.  Rounds interleave plain and every
 # variant; the table gives each one's median GB/s (or rate, for workloads
 # that count batches or frames) over the rounds.
-# Example: VARIANTS="base base:PINFAST_CHUNK=4M spin" tests/gpu/variants.sh
+# Example: VARIANTS="base base:PINFAST_CHUNK=4M spin" tests/gpu/probes/variants.sh
 # ("pinned" runs the workload with --pinned, without pinfast.)
 # NAME=x writes $OUT/x.jsonl and $OUT/x.log (default: variants.jsonl, no log).
 set -u

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "probe.h"
+#include "../probe.h"
 
 #define MiB (1u << 20)
 #define COPY (64 * MiB)
