@@ -71,7 +71,8 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
                 first = ms[0]
                 rec = {"machine": machine, "date": date, "workload": wl, "name": k[0],
                        "variant": v, "direction": k[1], "bytes": k[2],
-                       "seconds": s["median"], "min_s": s["min"], "max_s": s["max"], "runs": s["runs"]}
+                       "seconds": s["median"], "min_s": s["min"], "max_s": s["max"], "runs": s["runs"],
+                       "runs_s": s["values"]}
                 if k[2] and s["median"] > 0:
                     rec["gbps"] = k[2] / s["median"] / 1e9
                 if first.get("unit"):
@@ -81,7 +82,10 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
                 rec["ratio_to_plain"] = stats.ratio_to_plain(plain, s)
                 if v == "pinfast":
                     rec["noise"] = stats.noise(plain, s, noise_floor) if plain else None
-                    rec["slower"] = stats.is_slower(plain, s, noise_floor)
+                    rec["p_slower"] = stats.p_slower(plain["values"], s["values"]) if plain else None
+                    judged = stats.verdict(plain, s, noise_floor)
+                    rec["slower"] = judged == "slower"
+                    rec["within_noise"] = judged == "within noise"
                 if ref_losses is not None:
                     rec["losses"] = [m.get("losses") for m in ms]
                     rec["losses_match"] = all(stats.losses_match(ref_losses, m.get("losses")) for m in ms)
@@ -96,6 +100,11 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
 
 def slower_records(records):
     return [r for r in records if r.get("slower")]
+
+
+def within_noise_records(records):
+    """pinfast measurements slower by more than the noise, by too few runs to tell."""
+    return [r for r in records if r.get("within_noise")]
 
 
 def write_jsonl(path, records):
@@ -134,7 +143,8 @@ def fmt_ratio(r):
 def markdown_table(records, problems=(), skipped=None):
     """One row per workload measurement; the pinfast and pinned columns show
     the speed-up over plain (median time ratio); SLOWER marks a slowdown
-    beyond noise, MISMATCH wrong losses."""
+    beyond noise, "within noise" one that more runs could take back,
+    MISMATCH wrong losses."""
     lines = ["| workload | measurement | dir | size | plain | pinfast | pinned | pinfast vs plain | pinned vs plain | mark |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     rows = {}
@@ -145,6 +155,8 @@ def markdown_table(records, problems=(), skipped=None):
         marks = []
         if pf and pf.get("slower"):
             marks.append("**SLOWER**")
+        elif pf and pf.get("within_noise"):
+            marks.append("within noise")
         if any(v.get("losses_match") is False for v in vs.values()):
             marks.append("**MISMATCH**")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (

@@ -8,9 +8,69 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the default --out: ignored by git (.gitignore), so that a user's runs stay
+# out of the tracked tree; docs/results holds the runs the project keeps
+RESULTS = os.path.join(ROOT, "results")
+
+# A child process asks the driver, so that the harness itself never holds
+# CUDA state, and a hung driver costs GPU_CHECK_TIMEOUT at most.
+_GPU_CHECK = """
+import ctypes, sys
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+except OSError:
+    sys.exit("no CUDA driver (libcuda.so.1 cannot be loaded)")
+rc = cuda.cuInit(0)
+if rc:
+    sys.exit("the CUDA driver does not start (cuInit error %d)" % rc)
+n = ctypes.c_int(0)
+rc = cuda.cuDeviceGetCount(ctypes.byref(n))
+if rc or n.value < 1:
+    sys.exit("no GPU (cuDeviceGetCount: error %d, %d devices)" % (rc, n.value))
+"""
+GPU_CHECK_TIMEOUT = 8
+
+
+def gpu_problem():
+    """None when the CUDA driver starts and sees a GPU, else why not (a few
+    words). PINBENCH_GPU=yes skips the check (the harness's own tests run
+    fake workloads), PINBENCH_GPU=no answers as on a machine without one."""
+    forced = os.environ.get("PINBENCH_GPU")
+    if forced == "yes":
+        return None
+    if forced == "no":
+        return "no GPU (PINBENCH_GPU=no)"
+    try:
+        p = subprocess.run([sys.executable, "-c", _GPU_CHECK], capture_output=True, text=True,
+                           timeout=GPU_CHECK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return "the CUDA driver did not answer within %d s" % GPU_CHECK_TIMEOUT
+    if p.returncode == 0:
+        return None
+    lines = p.stderr.strip().splitlines()
+    return lines[-1] if lines else "the driver check failed (exit %d)" % p.returncode
+
+
+def out_problem(out):
+    """None when results can be written under `out` (made if missing), else why not."""
+    try:
+        os.makedirs(out, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".pinbench-"):
+            pass
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def setup_deps():
+    """Installs what the build needs if missing (tools/setup-deps, which
+    prints its own line when it cannot). True when all is there."""
+    return subprocess.run([os.path.join(ROOT, "tools", "setup-deps"), "cmake", "make", "gcc"],
+                          stdout=sys.stderr).returncode == 0
 
 
 def schedule(workloads, runs, warmup=0):

@@ -21,10 +21,10 @@ def run(workload, variant, k, measurements, rc=0):
 
 
 def sweep_runs(pf_times):
-    """Three runs of each variant of a one-size sweep; plain takes ~1 s."""
+    """A run of each variant of a one-size sweep per pinfast time; plain takes ~1 s."""
     runs = []
-    for k in range(3):
-        runs.append(run("sweep", "plain", k, [meas("h2d_sync", "H2D", 1 << 20, [1.0, 1.01, 0.99][k])]))
+    for k in range(len(pf_times)):
+        runs.append(run("sweep", "plain", k, [meas("h2d_sync", "H2D", 1 << 20, [1.0, 1.01, 0.99][k % 3])]))
         runs.append(run("sweep", "pinfast", k, [meas("h2d_sync", "H2D", 1 << 20, pf_times[k])]))
         runs.append(run("sweep", "pinned", k, [meas("h2d_sync", "H2D", 1 << 20, 0.1)]))
     return runs
@@ -51,11 +51,23 @@ class TestAggregate(unittest.TestCase):
         self.assertNotIn("slower", by["pinned"])  # only pinfast is judged
 
     def test_slower_is_marked(self):
-        recs, _, _ = results.aggregate(sweep_runs([1.3, 1.31, 1.29]), "m", "d")
+        recs, _, _ = results.aggregate(sweep_runs([1.3, 1.31, 1.29, 1.3, 1.32]), "m", "d")
         slow = results.slower_records(recs)
         self.assertEqual([(r["workload"], r["variant"]) for r in slow], [("sweep", "pinfast")])
+        self.assertEqual(results.within_noise_records(recs), [])
+        self.assertAlmostEqual(slow[0]["p_slower"], 1 / 252)
         table = results.markdown_table(recs)
         self.assertIn("SLOWER", table)
+
+    def test_three_runs_are_within_noise(self):
+        recs, _, _ = results.aggregate(sweep_runs([1.3, 1.31, 1.29]), "m", "d")
+        self.assertEqual(results.slower_records(recs), [])
+        unsure = results.within_noise_records(recs)
+        self.assertEqual([(r["variant"], r["runs_s"]) for r in unsure],
+                         [("pinfast", [1.29, 1.3, 1.31])])
+        table = results.markdown_table(recs)
+        self.assertIn("| within noise |", table)
+        self.assertNotIn("SLOWER", table)
 
     def test_failed_run_is_a_problem_and_excluded(self):
         runs = sweep_runs([0.5, 0.5, 0.5])

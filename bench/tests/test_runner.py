@@ -5,12 +5,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 import context  # noqa: F401  (puts bench/ on sys.path)
 from pinbench import runner, workloads
 
-RUN = os.path.join(context.BENCH, "run")
+RUN = os.path.join(context.BENCH, "harness.py")
+WRAPPER = os.path.join(context.BENCH, "run")
 
 
 class TestSchedule(unittest.TestCase):
@@ -140,8 +142,11 @@ class TestEndToEnd(unittest.TestCase):
         self.tmp.cleanup()
 
     def bench(self, *args, env=None):
+        """The harness on the fake workloads; PINBENCH_GPU=yes unless env says otherwise."""
         cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
                "--lib", self.lib, "--out", self.out, "--machine", "testbox", "--runs", "2"] + list(args)
+        env = dict(env or os.environ)
+        env.setdefault("PINBENCH_GPU", "yes")
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
     def test_warmup_not_kept(self):
@@ -205,12 +210,72 @@ class TestEndToEnd(unittest.TestCase):
             self.assertIn("transfers", json.load(f))
 
     def test_slower_fails_unless_no_fail(self):
-        p = self.bench("--workloads", "small")
+        p = self.bench("--workloads", "small", "--runs", "5")
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertIn("SLOWER", p.stdout)
         self.assertIn("SLOWER", p.stderr)
-        p = self.bench("--workloads", "small", "--no-fail")
+        p = self.bench("--workloads", "small", "--runs", "5", "--no-fail")
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_quick_says_within_noise(self):
+        # 30% slower in each of 3 runs: 1 chance in 20, not enough for SLOWER
+        p = self.bench("--workloads", "small", "--quick", "--runs", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("SLOWER", p.stdout)
+        self.assertIn("within noise", p.stdout)
+        self.assertIn("1 measurement(s) look slower with pinfast but are within noise at 3 runs",
+                      p.stderr)
+
+    def test_no_gpu(self):
+        env = dict(os.environ, PINBENCH_GPU="no")
+        t0 = time.time()
+        p = self.bench("--workloads", "sweep", "--quick", env=env)
+        self.assertLess(time.time() - t0, 10)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(p.stderr, "bench: no usable GPU: no GPU (PINBENCH_GPU=no); nothing was run\n")
+        self.assertFalse(os.path.exists(self.out))     # nothing written
+
+    def test_no_gpu_through_the_wrapper_leaves_the_tree_clean(self):
+        """bench/run itself, nothing carried: one line, exit 2, no file in the checkout."""
+        top = os.path.dirname(context.BENCH)
+        before = self.untracked(top)
+        env = dict(os.environ, PINBENCH_GPU="no")
+        p = subprocess.run([WRAPPER, "--quick"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(len((p.stdout + p.stderr).splitlines()), 1, p.stdout + p.stderr)
+        self.assertTrue(p.stderr.startswith("bench: no usable GPU"))
+        self.assertEqual(self.untracked(top), before)
+
+    @staticmethod
+    def untracked(top):
+        p = subprocess.run(["git", "-C", top, "status", "--porcelain", "--ignored", "--", "bench",
+                            "results"], capture_output=True, text=True)
+        return p.stdout
+
+    def test_out_unwritable(self):
+        blocker = os.path.join(self.tmp.name, "a-file")
+        open(blocker, "w").close()
+        for out in (os.path.join(blocker, "out"), blocker):
+            p = self.bench("--workloads", "sweep", "--out", out)
+            self.assertEqual(p.returncode, 2)
+            self.assertEqual(p.stdout, "")
+            lines = p.stderr.splitlines()
+            self.assertEqual(len(lines), 1, p.stderr)
+            self.assertTrue(lines[0].startswith("bench: cannot write results to %s: " % out), lines)
+
+    def test_out_elsewhere(self):
+        out = os.path.join(self.tmp.name, "new", "deeper")
+        p = self.bench("--workloads", "sweep", "--out", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(any(f.endswith("-testbox-bench.jsonl") for f in os.listdir(out)))
+        self.assertFalse(any(f.startswith(".pinbench-") for f in os.listdir(out)))
+
+    def test_default_out_is_ignored_by_git(self):
+        top = os.path.dirname(context.BENCH)
+        self.assertEqual(runner.RESULTS, os.path.join(top, "results"))
+        p = subprocess.run(["git", "-C", top, "check-ignore", "-q", "results/x.jsonl"])
+        self.assertEqual(p.returncode, 0)
 
     def test_failed_workload_fails(self):
         p = self.bench("--workloads", "compute")

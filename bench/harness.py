@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""bench/run: runs the bundled workloads without pinfast (plain), with it
+(LD_PRELOAD, pinfast) and with pinned memory by hand (pinned), interleaved,
+several times each, and writes JSON lines, a markdown table and plots.
+See docs/bench.md. Exit status: 0 ok; 1 a run failed or results mismatched;
+3 pinfast was slower than plain beyond noise somewhere (unless --no-fail);
+2 bad usage, no usable GPU, an unwritable results folder or a build failure."""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pinbench import plots, results, runner, scaling, stats, workloads  # noqa: E402
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workloads", default="all",
+                    help="comma list (default all): " + ",".join(workloads.BY_NAME))
+    ap.add_argument("--runs", type=int, default=None,
+                    help="runs per variant (default 5; 3 with --quick, which then shows a "
+                         "slowdown as 'within noise', never as SLOWER)")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="rounds of every variant run first and not kept, per workload (default 1)")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes and repetitions")
+    ap.add_argument("--out", default=runner.RESULTS,
+                    help="results folder (default results/ in the checkout, ignored by git)")
+    ap.add_argument("--machine", default=None, help="label (default: GPU name or host name)")
+    ap.add_argument("--build", default=os.path.join(runner.ROOT, "build"), help="build directory")
+    ap.add_argument("--lib", default=None, help="libpinfast.so (default <build>/libpinfast.so)")
+    ap.add_argument("--no-build", action="store_true", help="do not run cmake")
+    ap.add_argument("--no-fail", action="store_true", help="exit 0 even if pinfast is SLOWER")
+    ap.add_argument("--noise-floor", type=float, default=stats.DEFAULT_NOISE_FLOOR,
+                    help="smallest relative difference counted as slower (default 0.05)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds per run before it is killed")
+    ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    ap.add_argument("--cpus", default=None,
+                    help="run every variant on these CPUs only (e.g. 4,5 or 2-5): on a VM whose "
+                         "runs land in fast and slow modes by CPU, so that microsecond "
+                         "workloads compare like with like")
+    a = ap.parse_args(argv)
+
+    if a.list:
+        for w in workloads.WORKLOADS:
+            print("%-14s %-4s variants=%s quick=%s" % (w.name, w.kind, ",".join(w.variants()),
+                                                       " ".join(w.quick_args)))
+        return 0
+    try:
+        selected = workloads.select(a.workloads)
+    except ValueError as e:
+        log(str(e))
+        return 2
+    if a.runs is None:
+        a.runs = 3 if a.quick else 5
+    if a.runs < 1:
+        log("--runs must be >= 1")
+        return 2
+    if a.warmup < 0:
+        log("--warmup must be >= 0")
+        return 2
+    cpus = None
+    if a.cpus:
+        try:
+            cpus = runner.parse_cpus(a.cpus)
+        except ValueError as e:
+            log("--cpus %s: %s" % (a.cpus, e))
+            return 2
+        if not cpus <= os.sched_getaffinity(0):
+            log("--cpus %s: not all of them are available here (%s)"
+                % (a.cpus, ",".join(map(str, sorted(os.sched_getaffinity(0))))))
+            return 2
+    # before anything is built or written: nothing to run on, nowhere to write
+    why = runner.gpu_problem()
+    if why:
+        log("no usable GPU: %s; nothing was run" % why)
+        return 2
+    why = runner.out_problem(a.out)
+    if why:
+        log("cannot write results to %s: %s" % (a.out, why))
+        return 2
+    build_dir = os.path.abspath(a.build)
+    lib = os.path.abspath(a.lib or os.path.join(build_dir, "libpinfast.so"))
+    if not a.no_build and not runner.setup_deps():
+        return 2
+    if not a.no_build and not runner.build(build_dir, selected, need_lib=a.lib is None, log=log):
+        log("build failed")
+        return 2
+    if not os.path.exists(lib):
+        log("no pinfast library at %s" % lib)
+        return 2
+
+    machine = a.machine or runner.machine_name()
+    started = datetime.datetime.now()
+    date = started.strftime("%Y-%m-%d %H:%M:%S")
+    stem = "%s-%s-bench%s" % (started.strftime("%Y-%m-%d-%H%M%S"), machine, "-quick" if a.quick else "")
+    prefix = os.path.join(a.out, stem)
+    tmp = tempfile.mkdtemp(prefix="pinbench-")
+    warm_tmp = tempfile.mkdtemp(prefix="pinbench-warmup-")
+
+    jobs = runner.schedule(selected, a.runs, a.warmup)
+    raw, observed, skipped = [], {}, set()
+    t_start = time.time()
+    for i, (w, variant, k) in enumerate(jobs):
+        if w.name in skipped:
+            continue
+        left = runner.estimate_left([j for j in jobs[i:] if j[0].name not in skipped], observed, a.quick)
+        which = "run %d/%d" % (k + 1, a.runs) if k >= 0 else "warm-up"
+        print("[%3d/%d] %-14s %-8s %s  elapsed %s, about %s left"
+              % (i + 1, len(jobs), w.name, variant, which,
+                 runner.fmt_duration(time.time() - t_start), runner.fmt_duration(left)),
+              file=sys.stderr, flush=True)
+        r = runner.run_one(w, variant, k, build_dir, lib, a.quick, tmp if k >= 0 else warm_tmp,
+                           a.timeout, cpus)
+        if k >= 0:
+            raw.append(r)
+        observed.setdefault(w.name, []).append(r["wall_s"])
+        out = r["output"]
+        if isinstance(out, dict) and out.get("skipped"):
+            log("%s skipped: %s" % (w.name, out["skipped"]))
+            skipped.add(w.name)
+        elif not results.run_ok(r):
+            log("%s %s %s FAILED (rc=%s): %s" % (w.name, variant, which, r["rc"],
+                                                  (r["error"] or "").strip()[-500:]))
+
+    # Keep pinfast's own exit reports next to the results.
+    stats_out = prefix + "-pinfast-stats"
+    if any(r["stats_files"] for r in raw):
+        shutil.copytree(tmp, stats_out, dirs_exist_ok=True)
+        for r in raw:
+            r["stats_files"] = [os.path.join(stats_out, os.path.relpath(p, tmp)) for p in r["stats_files"]]
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(warm_tmp, ignore_errors=True)
+
+    # the checkout's commit says what built the library only when this run
+    # built it; the library's own digest identifies it either way
+    extra = {"commit": runner.git_commit(), "lib_sha256": runner.file_digest(lib), "quick": a.quick,
+             "warmup": a.warmup}
+    records, problems, skip_why = results.aggregate(raw, machine, date, a.noise_floor, extra)
+    results.write_jsonl(prefix + ".jsonl", records)
+    with open(prefix + "-raw.jsonl", "w") as f:
+        for r in raw:
+            f.write(json.dumps(r, default=str) + "\n")
+    table = results.markdown_table(records, problems, skip_why)
+    scaled = scaling.rows(records)
+    if scaled:
+        table += "\n" + scaling.markdown_table(scaled)
+    with open(prefix + ".md", "w") as f:
+        f.write("# pinfast bench, %s, %s%s\n\n" % (machine, date, " (quick)" if a.quick else ""))
+        f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
+                "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
+                "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
+        f.write(table)
+
+    if plots.have_matplotlib():
+        made = []
+        for w in ("sweep", "sweep_shared", "sweep_ptds"):
+            made += plots.bandwidth(records, prefix, w)
+        made += plots.speedup(records, prefix + "-speedup.png")
+        log("plots: %s" % ", ".join(os.path.basename(p) for p in made))
+    else:
+        log("matplotlib not found: no plots")
+
+    print(table)
+    log("results: %s.{jsonl,md}, raw runs %s-raw.jsonl%s"
+        % (prefix, prefix, ", pinfast reports " + stats_out if os.path.isdir(stats_out) else ""))
+    slow = results.slower_records(records)
+    unsure = results.within_noise_records(records)
+    if unsure:
+        log("%d measurement(s) look slower with pinfast but are within noise at %d runs (marked "
+            "in the table); SLOWER needs p <= %g, which takes 5 runs or more: --runs 5"
+            % (len(unsure), a.runs, stats.ALPHA))
+    for r in slow:
+        log("SLOWER: %s %s %s %s: pinfast %.4g s vs plain, speed-up %.2fx (noise %.0f%%)"
+            % (r["workload"], r["name"], r["direction"] or "", results.fmt_size(r["bytes"]),
+               r["seconds"], r["ratio_to_plain"], 100 * r["noise"]))
+    for s in scaling.below(scaled):
+        log("BELOW: %s %s %s per GPU on %d GPUs: pinfast all at once %.2fx GPU 0 alone (floor %.2fx)"
+            % (s["workload"], s["direction"], results.fmt_size(s["bytes"]), s["gpus"], s["ratio"],
+               s["floor"]))
+    for p in problems:
+        log(p)
+    if problems:
+        return 1
+    if slow and not a.no_fail:
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
