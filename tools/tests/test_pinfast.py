@@ -89,7 +89,7 @@ class Report(Base):
     def test_merge_exact(self):
         a, b = self.write("pf-100.json", A), self.write("pf-200.json", B)
         m = json.loads(self.ok("report", "--format", "json", a, b))
-        self.assertEqual(m["schema"], "pinfast-report/1.1")
+        self.assertEqual(m["schema"], "pinfast-report/1.2")
         self.assertEqual(m["pids"], [100, 200])
         self.assertEqual(m["wall_seconds"], 0.75)
         rows = {(r["api"], r["memory"]): r for r in m["transfers"]}
@@ -136,6 +136,52 @@ class Report(Base):
         out = self.ok("report", self.write("a2.json", a), self.write("b2.json", b))
         self.assertRegex(out, r"app load\+0x10 +5 +5\.0 MiB")
         self.assertRegex(out, r"app step\+0x8 +~100 +4\.0 KiB")
+
+    def test_no_rate_for_async_pass_through(self):
+        """The time of a call that only queued its copy is no transfer rate:
+        a dash in text, null in JSON, whether the library said so (1.2: null)
+        or not (1.1 gave a number), and no part of the totals' GB/s."""
+        c = dict(B, schema="pinfast-report/1.2",
+                 transfers=[dict(row("cuMemcpyDtoHAsync", "D2H", "pageable", "staged", 2, 2 << 20,
+                                     0.5), gbps=None),      # PINFAST_ASYNC_D2H: returned early
+                            row("cuMemcpyDtoH", "D2H", "pinned", "passthrough", 1, 1 << 20, 0.001)])
+        files = [self.write("b.json", B), self.write("c.json", c)]
+        m = json.loads(self.ok("report", "--format", "json", *files))
+        rates = {r["api"]: r["gbps"] for r in m["transfers"]}
+        self.assertEqual(rates, {"cuMemcpyHtoD": round((5 << 20) / 0.125 / 1e9, 3),
+                                 "cuMemcpyHtoDAsync": None, "cuMemcpyDtoHAsync": None,
+                                 "cuMemcpyDtoH": round((1 << 20) / 0.001 / 1e9, 3)})
+        out = self.ok("report", *files)
+        self.assertRegex(out, r"cuMemcpyHtoDAsync +H2D +pinned +passthrough +1 +0 +1\.0 KiB"
+                              r" +0\.062500 +-\n")
+        self.assertRegex(out, r"cuMemcpyDtoHAsync +D2H .* 0\.500000 +-\n")
+        # H2D: only the staged row's 5 MiB in 0.125 s count: 0.04 GB/s, not 0.03
+        self.assertRegex(out, r"H2D +6 +0 +5\.0 MiB +0\.187500 +0\.04 ")
+        self.assertRegex(out, r"D2H +3 +0 +3\.0 MiB +0\.501000 +1\.05 ")
+        d = json.loads(self.ok("diff", "--format", "json", *files))
+        self.assertIsNone({r["api"]: r for r in d["transfers"]}["cuMemcpyHtoDAsync"]["a"]["gbps"])
+
+    def test_per_rank_table(self):
+        def rank_report(rank, host, pid, mib):
+            return dict(A, pid=pid, rank=rank, host=host,
+                        transfers=[row("cuMemcpyHtoD", "H2D", "pageable", "staged", 1, mib << 20, 0.01)])
+        files = [self.write("r1.json", rank_report(1, "node-b", 300, 2)),
+                 self.write("r0.json", rank_report(0, "node-a", 200, 1)),
+                 self.write("rx.json", rank_report(None, "node-a", 100, 4))]
+        out = self.ok("report", *files)
+        table = out[out.index("Per rank"):out.index("Transfers")]
+        lines = [line.split() for line in table.splitlines()[3:] if line.strip()]
+        self.assertEqual([line[:3] for line in lines],
+                         [["0", "node-a", "200"], ["1", "node-b", "300"], ["-", "node-a", "100"]])
+        self.assertEqual(lines[1][5:7], ["2.0", "MiB"])  # rank 1's H2D
+        self.assertEqual(lines[1][-1], "100.0%")         # all staged
+        merged = self.ok("report", "--format", "json", *files)
+        m = json.loads(merged)
+        self.assertEqual([p["rank"] for p in m["processes"]], [1, 0, None])
+        again = self.ok("report", self.write("m.json", merged))
+        self.assertEqual(again[again.index("Per rank"):], out[out.index("Per rank"):])
+        # one process: no per-rank table
+        self.assertNotIn("Per rank", self.ok("report", files[0]))
 
     def test_minimal_report(self):
         out = self.ok("report", self.write("m.json", {"schema": "pinfast-report/1"}))
