@@ -59,8 +59,17 @@ int pf_driver_load_once(void) {
     return __atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE);
 }
 
+static int warned_id;
+
+int pf_context_id(CUcontext ctx, unsigned long long *id) {
+    if (pf_real_table[PF_S_cuCtxGetId])
+        return PF_CALL(cuCtxGetId, ctx, id) == CUDA_SUCCESS;
+    pf_msg_once(warned_id, PF_INFO, "the driver has no cuCtxGetId: contexts are told apart by handle");
+    *id = (uintptr_t)ctx;
+    return 1;
+}
+
 int pf_current_context(CUcontext *ctx, unsigned long long *id) {
     *ctx = NULL;
-    return PF_CALL(cuCtxGetCurrent, ctx) == CUDA_SUCCESS && *ctx &&
-           PF_CALL(cuCtxGetId, *ctx, id) == CUDA_SUCCESS;
+    return PF_CALL(cuCtxGetCurrent, ctx) == CUDA_SUCCESS && *ctx && pf_context_id(*ctx, id);
 }

@@ -35,4 +35,8 @@ static inline int pf_driver_load(void) {
  * handle); 0 when there is none. */
 int pf_current_context(CUcontext *ctx, unsigned long long *id);
 
+/* A context's unique id; a driver without cuCtxGetId (before 12.0) gives
+ * the handle, which pinfast forgets when the context is destroyed. */
+int pf_context_id(CUcontext ctx, unsigned long long *id);
+
 #endif

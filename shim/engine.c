@@ -7,6 +7,7 @@
  * "fenced" by an event recorded after it; it is reused only once the event
  * has completed.  See docs/design.md. */
 #include "engine.h"
+#include "capture.h"
 #include "classify.h"
 #include "clock.h"
 #include "driver.h"
@@ -52,47 +53,55 @@
 #define HELP_MAX_H2D MIN_TASK
 #define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
 #define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
+/* A caller with nothing to do but wait for a DMA polls this long, then
+ * sleeps in the driver: a copy queued behind a long kernel must not cost a
+ * core more than the plain driver's own wait. */
+#define POLL_NS 200000u
 
 struct slot {
     char *mem;
     CUevent ev;
     int fenced;        /* ev recorded after a DMA that may still use mem */
+    uintptr_t owner;   /* the stream the fence is on (see owner()) */
     int busy;          /* held by a copy */
 };
 
-/* Pinned slots and events belong to one context. */
+/* Pinned slots and events belong to one context.  Records are reused once
+ * their context is destroyed (id 0), never freed: a lookup reads them
+ * without the lock. */
 struct context {
     unsigned long long id;
+    CUcontext handle;
     pthread_mutex_t lock;
-    pthread_cond_t freed;
     int nslots;
     int turn;          /* where the search for a free slot starts */
     int landing;       /* slots held by asynchronous D2H chunks */
     size_t slot_size;
+    void *block;       /* the slots' pinned memory */
     struct slot slots[MAX_SLOTS];
 };
 
 static struct context *contexts[MAX_CONTEXTS];
-static int ncontexts;
+static int ncontexts;  /* records made, live or not */
+static int live;       /* records of contexts that exist */
 static unsigned long long staged_copies, staged_bytes, pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
 
-/* Builds a context's slots.  A context that could get none is kept too,
- * with no slot, so that its copies pass through without asking again. */
-static struct context *create(unsigned long long id) {
+/* Builds the slots of context ctx (made current meanwhile, if it is not)
+ * into record c.  A context that could get none keeps its record, with no
+ * slot, so that its copies pass through without asking again. */
+static void create(struct context *c, CUcontext ctx, unsigned long long id) {
     const struct pf_options *o = pf_options();
     size_t size = o->chunk < o->staging ? o->chunk : o->staging;
     size_t n = size ? o->staging / size : 0;
     if (n > MAX_SLOTS)
         n = MAX_SLOTS;
-    struct context *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->id = id;
-    c->slot_size = size;
+    *c = (struct context){.handle = ctx, .slot_size = size};
     pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->freed, NULL);
+    CUcontext cur = NULL;
+    int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
+                 PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
     void *block = NULL;
     /* portable: any context may copy from it; halve until the driver agrees */
     while (n && PF_CALL(cuMemHostAlloc, &block, n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
@@ -103,47 +112,81 @@ static struct context *create(unsigned long long id) {
         if (PF_CALL(cuEventCreate, &c->slots[k].ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
             break;
     }
-    if (n && !k)
+    if (!k && block)
         PF_CALL(cuMemFreeHost, block);
+    if (pushed)
+        PF_CALL(cuCtxPopCurrent_v2, &cur);
     if (!k) {
         if (o->staging)
             pf_msg_once(warned_pinned, PF_WARNING,
-                        "could not pin %zu bytes of staging memory; pageable copies pass through",
-                        size);
-        return c;
+                        "context %llu: could not pin %zu bytes of staging memory; its pageable copies pass through",
+                        id, size);
+    } else {
+        pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
+        __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
+        c->nslots = k;
+        c->block = block;
+        pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", id, k, size >> 10);
     }
-    pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
-    __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
-    c->nslots = k;
-    pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", id, k, size >> 10);
-    return c;
+    __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
 }
 
-/* The current context's state, created on first use.  Context ids are never
- * reused, so a destroyed context's state is simply never found again. */
-static struct context *current(void) {
-    CUcontext ctx;
-    unsigned long long id;
-    if (!pf_current_context(&ctx, &id))
-        return NULL;
+static struct context *find(unsigned long long id) {
     int n = __atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE);
     for (int i = 0; i < n; i++)
-        if (contexts[i]->id == id)
+        if (__atomic_load_n(&contexts[i]->id, __ATOMIC_ACQUIRE) == id)
             return contexts[i];
-    struct context *c = NULL;
+    return NULL;
+}
+
+/* The record of the context a copy on `stream` runs in, made on first use:
+ * a stream's context, which may not be the current one, owns the copy's
+ * slots and events. */
+static struct context *context_of(CUstream stream) {
+    CUcontext ctx = NULL;
+    unsigned long long id;
+    CUresult r = stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD
+                     ? PF_CALL(cuCtxGetCurrent, &ctx)
+                     : PF_CALL(cuStreamGetCtx, stream, &ctx);
+    if (r != CUDA_SUCCESS || !ctx || !pf_context_id(ctx, &id))
+        return NULL;
+    struct context *c = find(id);
+    if (c)
+        return c;
     pthread_mutex_lock(&contexts_lock);
-    for (int i = 0; i < ncontexts && !c; i++)
-        if (contexts[i]->id == id)
-            c = contexts[i];
-    if (!c && ncontexts < MAX_CONTEXTS && (c = create(id))) {
-        contexts[ncontexts] = c;
-        __atomic_store_n(&ncontexts, ncontexts + 1, __ATOMIC_RELEASE);
-    } else if (!c && ncontexts == MAX_CONTEXTS) {
-        pf_msg_once(warned_contexts, PF_WARNING,
-                    "more than %d CUDA contexts; copies in new ones pass through", MAX_CONTEXTS);
+    if (!(c = find(id))) {
+        for (int i = 0; i < ncontexts && !c; i++) /* a destroyed context's record */
+            if (!contexts[i]->id)
+                c = contexts[i];
+        if (!c && ncontexts < MAX_CONTEXTS && (c = calloc(1, sizeof *c))) {
+            contexts[ncontexts] = c;
+            __atomic_store_n(&ncontexts, ncontexts + 1, __ATOMIC_RELEASE);
+        } else if (!c) {
+            pf_msg_once(warned_contexts, PF_WARNING,
+                        "more than %d CUDA contexts at once; copies in new ones pass through", MAX_CONTEXTS);
+        }
+        if (c)
+            create(c, ctx, id);
     }
     pthread_mutex_unlock(&contexts_lock);
     return c;
+}
+
+void pf_engine_context_gone(CUcontext ctx) {
+    pthread_mutex_lock(&contexts_lock);
+    for (int i = 0; i < ncontexts; i++) {
+        struct context *c = contexts[i];
+        if (!c->id || c->handle != ctx)
+            continue;
+        /* the driver freed the slots and events with the context */
+        if (c->block)
+            pf_hostmap_remove(c->block, &(struct pf_range){0});
+        __atomic_fetch_sub(&pinned_bytes, (unsigned long long)c->nslots * c->slot_size, __ATOMIC_RELAXED);
+        __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&contexts_lock);
 }
 
 enum { IDLE, COPYING, DMA };
@@ -162,36 +205,44 @@ struct held {
 };
 
 
+/* Who a fence belongs to: the stream handle, or for the per-thread default
+ * stream, which is one handle for many streams, the thread. */
+static uintptr_t owner(CUstream stream) {
+    return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
+}
+
 /* The next free slot, taking them in turn: a slot the workers copied out
  * of keeps its lines in their caches for a while, and a DMA into lines
  * that must first be snooped out of a core's cache runs at 21 GB/s against
  * 50 (probe_poll, engine v10).  Taken in turn, a slot comes back after
- * PINFAST_STAGING of other chunks.  Called with the lock held. */
-static struct slot *take_slot(struct context *c) {
+ * PINFAST_STAGING of other chunks.  A slot fenced on another stream is
+ * taken only once its fence is over: that stream may wait for something
+ * this copy's caller is yet to do.  Called with the lock held. */
+static struct slot *take_slot(struct context *c, uintptr_t who) {
     for (int k = 0; k < c->nslots; k++) {
         int i = (c->turn + k) % c->nslots;
-        if (!c->slots[i].busy) {
-            c->turn = (i + 1) % c->nslots;
-            c->slots[i].busy = 1;
-            return &c->slots[i];
-        }
+        struct slot *s = &c->slots[i];
+        if (s->busy || (s->fenced && s->owner != who && PF_CALL(cuEventQuery, s->ev) != CUDA_SUCCESS))
+            continue;
+        if (s->owner != who)
+            s->fenced = 0;
+        c->turn = (i + 1) % c->nslots;
+        s->busy = 1;
+        return s;
     }
     return NULL;
 }
 
-/* Takes up to `want` free slots, waiting for one if none is free.  A copy
- * holds at most half the slots, so copies in the other direction proceed. */
-static int acquire(struct context *c, struct held *h, int want) {
+/* Takes up to `want` slots, none if none is free: the copy then passes
+ * through rather than wait for other copies, whose streams may wait for
+ * this caller.  A copy holds at most half the slots, so copies in the other
+ * direction proceed. */
+static int acquire(struct context *c, struct held *h, int want, uintptr_t who) {
     int n = 0;
+    struct slot *s;
     pthread_mutex_lock(&c->lock);
-    for (;;) {
-        struct slot *s;
-        while (n < want && (s = take_slot(c)))
-            h[n++] = (struct held){.s = s, .phase = IDLE};
-        if (n)
-            break;
-        pthread_cond_wait(&c->freed, &c->lock);
-    }
+    while (n < want && (s = take_slot(c, who)))
+        h[n++] = (struct held){.s = s, .phase = IDLE};
     pthread_mutex_unlock(&c->lock);
     return n;
 }
@@ -200,7 +251,6 @@ static void release(struct context *c, struct held *h, int n) {
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < n; i++)
         h[i].s->busy = 0;
-    pthread_cond_broadcast(&c->freed);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -345,6 +395,35 @@ static CUresult unfence(struct slot *s) {
     return r;
 }
 
+static void pause(void) {
+    for (int k = 0; k < POLL_PAUSES; k++)
+        pf_relax();
+}
+
+/* Returns once the slot's fence is over (or its stream met an error):
+ * polls POLL_NS, then sleeps in the driver, which waits as the plain
+ * driver's own copies do. */
+static CUresult await(struct slot *s) {
+    uint64_t t0 = pf_now_ns();
+    CUresult r;
+    while ((r = unfence(s)) == CUDA_ERROR_NOT_READY) {
+        if (pf_now_ns() - t0 > POLL_NS) {
+            if ((r = PF_CALL(cuEventSynchronize, s->ev)) == CUDA_SUCCESS)
+                s->fenced = 0;
+            return r;
+        }
+        pause();
+    }
+    return r;
+}
+
+static int copying(const struct held *h, int nh) {
+    for (int i = 0; i < nh; i++)
+        if (h[i].phase == COPYING)
+            return 1;
+    return 0;
+}
+
 /* Issues the DMA of a held chunk and fences its slot. */
 static CUresult dma(struct plan *p, struct held *h) {
     const struct pf_xfer *x = p->x;
@@ -364,6 +443,7 @@ static CUresult dma(struct plan *p, struct held *h) {
         return r;
     }
     h->s->fenced = 1;
+    h->s->owner = owner(x->stream);
     return CUDA_SUCCESS;
 }
 
@@ -398,9 +478,10 @@ static int held_back(const struct plan *p, int filling, int dmas) {
  * something else.  The caller copies itself only pieces small enough not to
  * delay that (or everything, when there is no worker).
  * H2D chunks go IDLE -> COPYING -> DMA'd, their slot fenced until the DMA is
- * over; the call returns once the program's memory has been read, the last
- * DMAs possibly in flight.  D2H chunks go IDLE -> DMA -> COPYING -> IDLE; the
- * call returns with every byte in place. */
+ * over; an asynchronous call returns once the program's memory has been
+ * read, the last DMAs possibly in flight, a synchronous one once they are
+ * over, as the plain driver's.  D2H chunks go IDLE -> DMA -> COPYING ->
+ * IDLE; the call returns with every byte in place. */
 static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
     int fifo[MAX_SLOTS]; /* fenced slots, in fence order: they complete in it */
     int first = 0, count = 0, filling = 0; /* H2D chunks being copied in */
@@ -460,10 +541,19 @@ static CUresult run(struct plan *p, struct held *h, int nh, size_t help_max) {
             }
         }
         /* nothing moved: let the DMA run a little before asking the
-         * driver again, so the caller does not hammer its locks */
-        if (!progress && !pf_task_help(help_max))
-            for (int k = 0; k < POLL_PAUSES; k++)
-                pf_relax();
+         * driver again, so the caller does not hammer its locks; when
+         * only the DMA can move, wait for the oldest one */
+        if (!progress && !pf_task_help(help_max)) {
+            if (count && !copying(h, nh))
+                err = await(h[fifo[first]].s);
+            else
+                pause();
+        }
+    }
+    if (!err && h2d && !p->x->async && count) { /* they complete in order */
+        err = await(h[fifo[(first + count - 1) % nh]].s);
+        for (; count && !err; count--, first = (first + 1) % nh)
+            h[fifo[first]].s->fenced = 0;
     }
     for (int i = 0; i < nh; i++) { /* after an error */
         if (h[i].phase == COPYING)
@@ -502,7 +592,6 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
     l->s->fenced = 0; /* whatever the fence waited for came before this DMA */
     l->s->busy = 0;
     c->landing--;
-    pthread_cond_broadcast(&c->freed);
     pthread_mutex_unlock(&c->lock);
     free(l);
 }
@@ -510,10 +599,10 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
 /* A free slot for a landing, if landings hold fewer than half the slots:
  * the other half stays for the copies of other streams, which must never
  * wait on this stream's progress. */
-static struct slot *take_landing_slot(struct context *c) {
+static struct slot *take_landing_slot(struct context *c, uintptr_t who) {
     struct slot *s = NULL;
     pthread_mutex_lock(&c->lock);
-    if (c->landing < (c->nslots + 1) / 2 && (s = take_slot(c)))
+    if (c->landing < (c->nslots + 1) / 2 && (s = take_slot(c, who)))
         c->landing++;
     pthread_mutex_unlock(&c->lock);
     return s;
@@ -537,7 +626,7 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
         return 0;
     size_t off = 0;
     while (off < x->bytes && !*err) {
-        struct slot *s = take_landing_slot(c);
+        struct slot *s = take_landing_slot(c, owner(x->stream));
         if (!s)
             break;
         struct landing *l = aligned_alloc(_Alignof(struct landing), sizeof *l);
@@ -573,11 +662,16 @@ static size_t land(const struct pf_xfer *x, struct context *c, enum pf_copy_kind
 }
 
 /* Why a copy may not be staged, checked before touching anything, so that a
- * copy the driver would reject reaches the driver and gets its own error. */
+ * copy the driver would reject reaches the driver and gets its own error.
+ * While any capture runs, pinfast's queries and waits could invalidate it
+ * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
+ * allowed: everything passes through.  The device side must be device
+ * memory: managed and mapped host memory are read by the host the moment
+ * the plain call returns. */
 static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
     const struct pf_options *o = pf_options();
     if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
-        pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
+        pf_capturing() || pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
         return 0;
     mark[0] = stamp(debug);
     CUstreamCaptureStatus cs;
@@ -585,9 +679,15 @@ static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
     mark[1] = stamp(debug);
+    unsigned type = 0;
+    int managed = 0;
+    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    void *vals[2] = {&type, &managed};
     CUdeviceptr base;
     size_t size;
-    if (PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
+    if (PF_CALL(cuPointerGetAttributes, 2, attrs, vals, x->dev) != CUDA_SUCCESS ||
+        type != CU_MEMORYTYPE_DEVICE || managed ||
+        PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
         return 0;
     return x->dev - base <= size && x->bytes <= size - (x->dev - base);
 }
@@ -616,26 +716,17 @@ static struct held *held_array(int n) {
     return h;
 }
 
-int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
-    int debug = pf_log_level() >= PF_DEBUG;
-    uint64_t t0 = stamp(debug), mark[2];
-    if (!stageable(x, debug, mark))
-        return 0;
+/* The staged copy, once stageable() and the context's slots allow it. */
+static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t t0, uint64_t mark[2]) {
     uint64_t ts = stamp(debug);
-    struct context *c = current();
+    struct context *c = context_of(x->stream);
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct held *h;
     if (!c || !c->nslots || !(h = held_array(most)))
         return 0;
     uint64_t tc = stamp(debug);
-    int workers = pf_workers_start(__atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE)), asleep = pf_workers_sleeping();
-    pf_workers_active(1);
-    /* their wake-up overlaps the checks and the sync below; not waited for:
-     * with two processes staging, the sleepers' mutex held the caller 15-20
-     * us (h200x2-multigpu-v5 call 4), and a submit finding every worker
-     * asleep wakes one anyway */
-    pf_workers_wake(0);
+    int workers = pf_workers_start(__atomic_load_n(&live, __ATOMIC_RELAXED)), asleep = pf_workers_sleeping();
     const struct pf_options *o = pf_options();
     struct chunk_log log[debug ? TIMELINE : 1];
     struct plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log, .slots = c->slots};
@@ -667,27 +758,35 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         off += r;
         r = r * 2 < p.chunk ? r * 2 : p.chunk;
     }
-    /* plain pageable H2D copies wait for the stream before reading the
-     * source (something queued earlier may still write it) */
-    uint64_t t1 = stamp(debug);
-    if (x->dir == PF_DIR_H2D && !x->async) {
-        CUresult r = PF_CALL(cuStreamSynchronize, x->stream);
-        if (r != CUDA_SUCCESS) {
-            pf_workers_active(-1);
-            *result = r;
-            return 1;
-        }
-    }
-    uint64_t t2 = stamp(debug), t3 = t2;
+    uint64_t t1 = stamp(debug), t2 = t1, t3 = t1;
     int nh = 0;
     if (rest.bytes && *result == CUDA_SUCCESS) {
-        nh = acquire(c, h, want);
-        t3 = stamp(debug);
-        size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
-        *result = run(&p, h, nh, workers ? help_max : (size_t)-1);
+        nh = acquire(c, h, want, owner(x->stream));
+        if (!nh && !landed_bytes) /* no slot free: nothing done yet */
+            return 0;
+        if (!nh) /* the landings' rest, as the plain driver would copy it */
+            *result = PF_CALL(cuMemcpyDtoHAsync_v2, rest.host, rest.dev, rest.bytes, x->stream);
+    }
+    if (nh) {
+        /* plain pageable H2D copies wait for the stream before reading the
+         * source (something queued earlier may still write it) */
+        if (x->dir == PF_DIR_H2D && !x->async)
+            *result = PF_CALL(cuStreamSynchronize, x->stream);
+        t2 = stamp(debug);
+        if (*result == CUDA_SUCCESS) {
+            /* the workers wake while the caller takes its first chunk; not
+             * waited for: with two processes staging, the sleepers' mutex
+             * held the caller 15-20 us (h200x2-multigpu-v5 call 4), and a
+             * submit finding every worker asleep wakes one anyway */
+            pf_workers_active(1);
+            pf_workers_wake(0);
+            t3 = stamp(debug);
+            size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
+            *result = run(&p, h, nh, workers ? help_max : (size_t)-1);
+            pf_workers_active(-1);
+        }
         release(c, h, nh);
     }
-    pf_workers_active(-1);
     __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
     if (debug) {
@@ -696,7 +795,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
         pf_msg(PF_DEBUG,
                "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
                "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
-               "wake %.1f sync %.1f slots %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
+               "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
                x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, landed_bytes, p.nchunks, p.ntasks, p.helped, nh,
                p.kind == PF_COPY_STREAM ? "streaming stores" : "memcpy",
                asleep, workers, budget, processes, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
@@ -709,18 +808,35 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     return 1;
 }
 
+int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
+    int debug = pf_log_level() >= PF_DEBUG;
+    uint64_t t0 = stamp(debug), mark[2];
+    if (!stageable(x, debug, mark))
+        return 0;
+    /* a staged copy is no cancellation point, as the driver's own is not:
+     * cancelled in a wait, its thread would leave slots and locks held */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    CUstreamCaptureMode mode = pf_capture_relax();
+    int done = staged(x, result, debug, t0, mark);
+    pf_capture_restore(mode);
+    pthread_setcancelstate(cancel, NULL);
+    return done;
+}
+
 void pf_engine_stats(struct pf_engine_stats *out) {
     out->copies = __atomic_load_n(&staged_copies, __ATOMIC_RELAXED);
     out->bytes = __atomic_load_n(&staged_bytes, __ATOMIC_RELAXED);
     out->pinned_bytes = __atomic_load_n(&pinned_bytes, __ATOMIC_RELAXED);
-    out->contexts = __atomic_load_n(&ncontexts, __ATOMIC_RELAXED);
+    out->contexts = __atomic_load_n(&live, __ATOMIC_RELAXED);
     out->threads = pf_workers_count();
     out->worker_seconds = pf_workers_cpu_seconds();
 }
 
 void pf_engine_forked(void) {
     /* the parent's contexts are unusable here; their memory stays mapped */
-    ncontexts = 0;
+    ncontexts = live = 0;
+    pf_capture_forked();
     pf_pending_forked();
     staged_copies = staged_bytes = pinned_bytes = 0;
     pthread_mutex_init(&contexts_lock, NULL);

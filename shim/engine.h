@@ -27,6 +27,9 @@ struct pf_engine_stats {
 };
 void pf_engine_stats(struct pf_engine_stats *out);
 
+/* The context was destroyed: its slots went with it. */
+void pf_engine_context_gone(CUcontext ctx);
+
 /* In a forked child: no threads, no usable CUDA state. */
 void pf_engine_forked(void);
 

@@ -54,10 +54,13 @@ static int overlapping(uintptr_t lo, uintptr_t hi) {
 
 void pf_pending_wait_held(const void *p, size_t n) {
     uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+    int cancel; /* cancelled in the wait, the thread would keep the lock */
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&lock);
     while (overlapping(lo, hi))
         pthread_cond_wait(&landed, &lock);
     pthread_mutex_unlock(&lock);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 void pf_pending_forked(void) {

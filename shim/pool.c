@@ -5,14 +5,14 @@
  * after the context has been synchronised at the free, as the driver's own
  * cuMemFreeHost does: no queued copy or kernel (mapped memory) still uses it. */
 #include "pool.h"
+#include "capture.h"
 #include "clock.h"
 #include "driver.h"
-#include "message.h"
+#include "hostmap.h"
 #include "options.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <uthash.h>
 
 struct block {
     void *p;
@@ -24,13 +24,34 @@ struct block {
     uint64_t alloc_ns;         /* what a fresh one cost: the time a reuse saves */
     int idle;                  /* freed by the program, cached */
     struct block *prev, *next; /* idle blocks, most recently freed last */
-    UT_hash_handle hh;         /* every block, by p */
+    struct block *chain;       /* the next block of its bucket */
 };
 
+/* Every block by address, chained: a program holds at most thousands. */
+#define BUCKETS 1024
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct block *blocks;           /* by address */
+static struct block *buckets[BUCKETS];
 static struct block *oldest, *newest;  /* idle list */
 static struct pf_pool_stats stats;
+
+static struct block **bucket(const void *p) {
+    uintptr_t a = (uintptr_t)p >> 12; /* pinned blocks are page-aligned */
+    return &buckets[(a ^ (a >> 10)) % BUCKETS];
+}
+
+static struct block *find(const void *p) {
+    struct block *b = *bucket(p);
+    while (b && b->p != p)
+        b = b->chain;
+    return b;
+}
+
+static void unhash(struct block *b) {
+    struct block **at = bucket(b->p);
+    while (*at != b)
+        at = &(*at)->chain;
+    *at = b->chain;
+}
 
 static void unlink_idle(struct block *b) {
     *(b->prev ? &b->prev->next : &oldest) = b->next;
@@ -76,29 +97,22 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     struct block *stale;
     pthread_mutex_lock(&lock);
     /* the driver gave out this address again: the old record belonged to a
-     * destroyed context, which freed the block */
-    HASH_FIND_PTR(blocks, &p, stale);
-    if (stale) {
+     * context destroyed behind pinfast's back, which freed the block */
+    if ((stale = find(p))) {
         if (stale->idle)
             unlink_idle(stale);
-        HASH_DEL(blocks, stale);
+        unhash(stale);
     }
-    HASH_ADD_PTR(blocks, p, b);
+    struct block **at = bucket(p);
+    b->chain = *at;
+    *at = b;
     pthread_mutex_unlock(&lock);
     free(stale);
 }
 
-/* The block's context, if it still exists: a destroyed context took its
- * blocks with it, and their addresses may belong to someone else by now. */
-static int alive(const struct block *b) {
-    unsigned long long id;
-    return PF_CALL(cuCtxGetId, b->ctx, &id) == CUDA_SUCCESS && id == b->ctx_id;
-}
-
 int pf_pool_free(void *p, CUresult *result) {
-    struct block *b;
     pthread_mutex_lock(&lock);
-    HASH_FIND_PTR(blocks, &p, b);
+    struct block *b = find(p);
     int idle = b && b->idle;
     pthread_mutex_unlock(&lock);
     if (!b)
@@ -110,7 +124,9 @@ int pf_pool_free(void *p, CUresult *result) {
     CUcontext ctx;
     unsigned long long id;
     uint64_t t0 = pf_now_ns();
-    int cache = pf_current_context(&ctx, &id) && id == b->ctx_id &&
+    /* the synchronisation would invalidate a capture under way in any mode
+     * (tests/gpu/probes/capture_modes.c): then the driver frees the block */
+    int cache = !pf_capturing() && pf_current_context(&ctx, &id) && id == b->ctx_id &&
                 PF_CALL(cuCtxSynchronize) == CUDA_SUCCESS;
     uint64_t synced = pf_now_ns() - t0;
     struct block *trim = NULL;
@@ -122,7 +138,7 @@ int pf_pool_free(void *p, CUresult *result) {
         return 1;
     }
     if (!cache) { /* not ours to keep: the driver frees it and gives its own answer */
-        HASH_DEL(blocks, b);
+        unhash(b);
         pthread_mutex_unlock(&lock);
         free(b);
         return 0;
@@ -136,7 +152,7 @@ int pf_pool_free(void *p, CUresult *result) {
     while (stats.idle_bytes > pf_options()->pool_idle && oldest) {
         struct block *o = oldest;
         unlink_idle(o);
-        HASH_DEL(blocks, o);
+        unhash(o);
         o->next = trim;
         trim = o;
         stats.trimmed++;
@@ -147,8 +163,7 @@ int pf_pool_free(void *p, CUresult *result) {
     while (trim) {
         struct block *o = trim;
         trim = o->next;
-        if (alive(o))
-            PF_CALL(cuMemFreeHost, o->p);
+        PF_CALL(cuMemFreeHost, o->p);
         free(o);
     }
     *result = CUDA_SUCCESS;
@@ -161,8 +176,38 @@ void pf_pool_stats(struct pf_pool_stats *out) {
     pthread_mutex_unlock(&lock);
 }
 
+/* The driver freed the context's blocks with it: forget them, idle or in
+ * the program's hands, and their host-map entries. */
+void pf_pool_context_gone(CUcontext ctx) {
+    struct block *dead = NULL;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < BUCKETS; i++)
+        for (struct block **at = &buckets[i]; *at;) {
+            struct block *b = *at;
+            if (b->ctx != ctx) {
+                at = &b->chain;
+                continue;
+            }
+            *at = b->chain;
+            if (b->idle)
+                unlink_idle(b);
+            b->next = dead;
+            dead = b;
+        }
+    pthread_mutex_unlock(&lock);
+    while (dead) {
+        struct block *b = dead;
+        dead = b->next;
+        pf_hostmap_remove(b->p, &(struct pf_range){0});
+        free(b);
+    }
+}
+
 void pf_pool_forked(void) {
     pthread_mutex_init(&lock, NULL);
-    blocks = oldest = newest = NULL; /* the records leak: the child must not free them */
+    /* the records leak: the child must not free them */
+    for (int i = 0; i < BUCKETS; i++)
+        buckets[i] = NULL;
+    oldest = newest = NULL;
     stats = (struct pf_pool_stats){0};
 }

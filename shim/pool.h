@@ -27,6 +27,9 @@ struct pf_pool_stats {
 };
 void pf_pool_stats(struct pf_pool_stats *out);
 
+/* The context was destroyed, and the driver freed its blocks. */
+void pf_pool_context_gone(CUcontext ctx);
+
 /* In a forked child the parent's blocks are not the child's to reuse. */
 void pf_pool_forked(void);
 

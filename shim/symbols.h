@@ -32,11 +32,21 @@
     X(cuMemAlloc_v2) X(cuMemFree_v2)                                           \
     X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                                 \
     X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz)                                   \
-    X(cuMemAllocManaged)
+    X(cuMemAllocManaged)                                                       \
+    X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                       \
+    X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)                 \
+    X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)         \
+    X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                           \
+    X(cuCtxDestroy) X(cuCtxDestroy_v2)                                         \
+    X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxRelease_v2)               \
+    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
 
 /* Driver functions pinfast calls without wrapping them. */
 #define PF_INTERNAL(X)                                                         \
-    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize)                         \
+    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize)    \
+    X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
+    X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)                  \
+    X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing_ptsz)           \
     X(cuPointerGetAttributes) X(cuMemGetAddressRange_v2)                       \
     X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamGetCtx)            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \

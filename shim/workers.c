@@ -20,6 +20,11 @@ enum { QUEUED, DONE };
  * dozen polling threads slow everything else the program does: small
  * cudaMemcpy calls ran 2-4x slower with 500 us (bench, H100 VM). */
 #define SPIN_NS 50000u
+/* While a copy is under way, an idle worker polls this long past the last
+ * task queued, then sleeps: a copy waiting behind a long kernel must not
+ * keep a dozen cores busy (tests/gpu/checks/contract.cu cpu).  A chunk's
+ * DMA takes ~40 us, so a copy moving data queues tasks well within it. */
+#define ACTIVE_SPIN_NS 200000u
 
 /* The queue is guarded by a spin lock: a dozen workers pounce on a batch at
  * once, and a sleeping mutex turns that into a convoy of futex waits costing
@@ -51,6 +56,7 @@ static int sleepers; /* workers waiting on `wake` */
 static int started;  /* workers running */
 static int active;   /* copies under way: workers keep polling */
 static uint64_t last_end_ns; /* when the last copy ended: workers poll SPIN_NS past it */
+static uint64_t last_submit_ns; /* when tasks were last queued */
 /* Workers awake at once (polling or copying): all of them, divided among
  * the processes staging on this machine at the time (peers.c). */
 static int budget = MAX_WORKERS;
@@ -158,6 +164,7 @@ static struct pf_task *steal(void) {
 void pf_task_submit(struct pf_task *tasks, int n) {
     for (int i = 0; i < n; i++)
         tasks[i].state = QUEUED;
+    __atomic_store_n(&last_submit_ns, pf_now_ns(), __ATOMIC_RELAXED);
     int boxed = box(tasks, n);
     tasks += boxed;
     n -= boxed;
@@ -230,19 +237,21 @@ void pf_workers_active(int delta) {
     __atomic_fetch_add(&active, delta, __ATOMIC_RELAXED);
 }
 
-/* Idle, a worker polls while a copy is under way, and SPIN_NS past both the
- * moment it ran out of work and the end of the last copy: a program copying
- * in a loop then finds the workers awake at its next copy.  Measured from
- * the first alone, they were all asleep by then (engine trace, 64 MiB H2D:
- * the first DMA 45-130 us into each copy).  Past the budget, it sleeps. */
+/* Idle, a worker polls while a copy is under way and ACTIVE_SPIN_NS past
+ * its last tasks, and SPIN_NS past both the moment it ran out of work and
+ * the end of the last copy: a program copying in a loop then finds the
+ * workers awake at its next copy.  Measured from the first alone, they were
+ * all asleep by then (engine trace, 64 MiB H2D: the first DMA 45-130 us
+ * into each copy).  Past the budget, it sleeps. */
 static int keep_polling(uint64_t idle_until) {
     if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
         return 0;
     if (awake() > __atomic_load_n(&budget, __ATOMIC_RELAXED))
         return 0;
-    if (__atomic_load_n(&active, __ATOMIC_RELAXED))
-        return 1;
     uint64_t now = pf_now_ns();
+    if (__atomic_load_n(&active, __ATOMIC_RELAXED) &&
+        now < __atomic_load_n(&last_submit_ns, __ATOMIC_RELAXED) + ACTIVE_SPIN_NS)
+        return 1;
     return now < idle_until || now < __atomic_load_n(&last_end_ns, __ATOMIC_RELAXED) + SPIN_NS;
 }
 
@@ -403,7 +412,7 @@ void pf_workers_forked(void) {
     sized_for = gave_up = 0;
     budget = MAX_WORKERS;
     peers = 1;
-    last_end_ns = busy_ns = 0;
+    last_end_ns = last_submit_ns = busy_ns = 0;
     pf_peers_forked();
 }
 
