@@ -84,6 +84,7 @@ struct context {
 static struct context *contexts[MAX_CONTEXTS];
 static int ncontexts;  /* records made, live or not */
 static int live;       /* records of contexts that exist */
+static int made;       /* contexts given records, over the run (the report) */
 static unsigned long long staged_copies, staged_bytes, pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
@@ -130,6 +131,7 @@ static void create(struct context *c, CUcontext ctx, unsigned long long id) {
     }
     __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
     __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED);
 }
 
 static struct context *find(unsigned long long id) {
@@ -182,7 +184,6 @@ void pf_engine_context_gone(CUcontext ctx) {
         /* the driver freed the slots and events with the context */
         if (c->block)
             pf_hostmap_remove(c->block, &(struct pf_range){0});
-        __atomic_fetch_sub(&pinned_bytes, (unsigned long long)c->nslots * c->slot_size, __ATOMIC_RELAXED);
         __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
         __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
     }
@@ -828,14 +829,14 @@ void pf_engine_stats(struct pf_engine_stats *out) {
     out->copies = __atomic_load_n(&staged_copies, __ATOMIC_RELAXED);
     out->bytes = __atomic_load_n(&staged_bytes, __ATOMIC_RELAXED);
     out->pinned_bytes = __atomic_load_n(&pinned_bytes, __ATOMIC_RELAXED);
-    out->contexts = __atomic_load_n(&live, __ATOMIC_RELAXED);
+    out->contexts = __atomic_load_n(&made, __ATOMIC_RELAXED);
     out->threads = pf_workers_count();
     out->worker_seconds = pf_workers_cpu_seconds();
 }
 
 void pf_engine_forked(void) {
     /* the parent's contexts are unusable here; their memory stays mapped */
-    ncontexts = live = 0;
+    ncontexts = live = made = 0;
     pf_capture_forked();
     pf_pending_forked();
     staged_copies = staged_bytes = pinned_bytes = 0;

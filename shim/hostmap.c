@@ -105,9 +105,4 @@ void pf_hostmap_fork_done(void) { pthread_rwlock_unlock(&lock); }
 void pf_hostmap_forked(void) {
     pthread_rwlock_unlock(&lock);
     pthread_rwlock_init(&lock, NULL);
-    /* the parent's pinned memory is pageable in the child, which has no
-     * CUDA state of its own yet */
-    count = 0;
-    __atomic_store_n(&live, 0, __ATOMIC_RELEASE);
-    pf_hostmap_touch();
 }
