@@ -60,6 +60,11 @@ struct fake_ctx *fake_ctx_current(void);
 CUresult fake_ctx_require(struct fake_ctx **out);  /* init + current context */
 int fake_ctx_valid(struct fake_ctx *c);
 void fake_ctx_sync(struct fake_ctx *c);            /* NULL: every context */
+/* The end of a context (cuCtxDestroy, primary reset or last release), after
+ * its work has run: its streams, events and captures go (fake_stream.c), and
+ * so does the memory allocated in it (fake_mem.c). */
+void fake_stream_ctx_destroyed(struct fake_ctx *c);
+void fake_mem_ctx_destroyed(struct fake_ctx *c);
 
 /* ---- streams ------------------------------------------------------------ */
 /* One global lock and condition variable guard every stream, event and graph
@@ -110,8 +115,11 @@ struct fake_stream {
     unsigned rng;
     struct fake_graph *capture;    /* non-NULL while capturing */
     unsigned long long capture_id;
+    CUstreamCaptureMode capture_mode;
+    pthread_t capture_thread;      /* the thread that began the capture */
+    int capture_invalid;           /* CU_STREAM_CAPTURE_STATUS_INVALIDATED */
     unsigned long copies;          /* copy ops queued or captured (fakecuda_stream_copies) */
-    struct fake_stream *next;      /* global list of live streams */
+    struct fake_stream *next;      /* global list of live streams, then of dead ones */
 };
 #define FAKE_STREAM_MAGIC 0x5757A3A3u
 
@@ -122,11 +130,18 @@ struct fake_stream *fake_stream_new(struct fake_ctx *ctx, enum fake_stream_kind 
 CUresult fake_stream_get(CUstream h, int per_thread, struct fake_stream **out);
 struct fake_op *fake_op_new(enum fake_op_kind kind);
 void fake_op_free(struct fake_op *op);
-/* Queue op on s (or record it into s's capture graph); *seq = its sequence
- * number, 0 when captured. */
+/* Queue op on s (or record it into s's capture graph, or drop it when that
+ * capture was invalidated); *seq = its sequence number, 0 when captured. */
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
 void fake_stream_wait(struct fake_stream *s, uint64_t seq);
 int fake_stream_capturing(struct fake_stream *s);
+/* Capture modes: the check made by every call that the real driver deems
+ * potentially unsafe during a capture (synchronizing, querying, pinned
+ * allocation).  Returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, after
+ * invalidating the captures that prohibit the call, or CUDA_SUCCESS.
+ * synced: the context a cuCtxSynchronize waits for (any capture in it
+ * prohibits the call, whatever the modes), else NULL. */
+CUresult fake_capture_prohibit(struct fake_ctx *synced);
 void fake_copy_run(const struct fake_copy *cp);
 
 /* ---- memory ------------------------------------------------------------- */

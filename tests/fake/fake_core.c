@@ -30,6 +30,13 @@
  *   3D batch with an array operand                       CUDA_ERROR_NOT_SUPPORTED
  *   sync call / cuStreamSynchronize / cuStreamQuery on
  *     a capturing stream; capture of the legacy stream   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ *   potentially unsafe call prohibited by a capture's
+ *     mode (fake_stream.c), cuCtxSynchronize while its
+ *     context captures                                   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ *                                                          the capture is invalidated
+ *   cuStreamEndCapture of an invalidated capture         CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, no graph
+ *   cuEventRecord on a stream of another context         CUDA_ERROR_INVALID_HANDLE
+ *   event or memory of a destroyed context               as unknown (destroyed with it)
  *   cuEventQuery / cuStreamQuery on unfinished work      CUDA_ERROR_NOT_READY
  *   cuPointerGetAttribute of an unknown pointer          CUDA_ERROR_INVALID_VALUE
  *   cuPointerGetAttributes of an unknown pointer         CUDA_SUCCESS, all values zeroed
@@ -198,6 +205,8 @@ static const struct { CUresult r; const char *name, *str; } errors[] = {
       "pointer does not correspond to a registered memory region" },
     { CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
       "operation not permitted when stream is capturing" },
+    { CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+      "operation failed due to a previous error during capture" },
 };
 
 /* the name (want_name) or the description of an error, NULL for one we do not know */

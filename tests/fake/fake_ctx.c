@@ -1,20 +1,23 @@
 /* fake_ctx.c - contexts: primary contexts, created contexts, the per-thread
  * context stack.  Context structs are never freed (a destroyed context is
  * only marked dead) so that a stale handle is detected, not dereferenced
- * after free. */
+ * after free.  Like the real driver, a primary context is destroyed at its
+ * last release or by a reset, and the next retain makes a new one, with a
+ * new id.  A destroyed context takes its streams, events and memory with it
+ * (pinned memory included: its pointers become invalid). */
 #define _GNU_SOURCE
 #include "fake.h"
 
 #include <stdlib.h>
 
-#define MAX_CTX 256
 #define MAX_DEV 16
 #define STACK_DEPTH 32
 
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct fake_ctx *all_ctx[MAX_CTX];
-static int n_ctx;
-static struct fake_ctx *primary[MAX_DEV];
+static struct fake_ctx **all_ctx;   /* every context ever made, dead ones too */
+static int n_ctx, cap_ctx;
+static pthread_mutex_t prim_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fake_ctx *primary[MAX_DEV];    /* under prim_lock */
 static unsigned long long next_id = 1;
 
 static __thread struct fake_ctx *stack[STACK_DEPTH];
@@ -30,10 +33,16 @@ static struct fake_ctx *ctx_new(int dev, int is_primary)
     c->primary = is_primary;
     atomic_store(&c->alive, 1);
     pthread_mutex_lock(&ctx_lock);
-    if (n_ctx == MAX_CTX) {
-        pthread_mutex_unlock(&ctx_lock);
-        free(c);
-        return NULL;
+    if (n_ctx == cap_ctx) {
+        int cap = cap_ctx ? 2 * cap_ctx : 64;
+        struct fake_ctx **t = realloc(all_ctx, (size_t)cap * sizeof *t);
+        if (!t) {
+            pthread_mutex_unlock(&ctx_lock);
+            free(c);
+            return NULL;
+        }
+        all_ctx = t;
+        cap_ctx = cap;
     }
     c->id = next_id++;
     all_ctx[n_ctx++] = c;
@@ -73,6 +82,16 @@ static int check_dev(CUdevice dev)
     return dev >= 0 && dev < fake_ndevices() && dev < MAX_DEV;
 }
 
+/* dead first, so that no new work reaches it, then its queued work runs
+ * before what it owns goes */
+static void ctx_end(struct fake_ctx *c)
+{
+    atomic_store(&c->alive, 0);
+    fake_ctx_sync(c);
+    fake_stream_ctx_destroyed(c);
+    fake_mem_ctx_destroyed(c);
+}
+
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     FAKE_ENTER();
@@ -81,7 +100,6 @@ FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     if (!check_dev(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    static pthread_mutex_t prim_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&prim_lock);
     if (!primary[dev])
         primary[dev] = ctx_new(dev, 1);
@@ -95,16 +113,23 @@ FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* The primary context stays alive at refcount 0 (the real one is reset):
- * tests never depend on the reset, and keeping it avoids stale streams. */
+/* The last release destroys the primary context (the real driver's
+ * "primary active 0 after the last release"). */
 static CUresult primary_release(CUdevice dev)
 {
     FAKE_CHECK_INIT();
     if (!check_dev(dev))
         return CUDA_ERROR_INVALID_DEVICE;
-    if (!primary[dev] || primary[dev]->refs == 0)
+    pthread_mutex_lock(&prim_lock);
+    struct fake_ctx *c = primary[dev];
+    int last = c && --c->refs == 0;
+    if (last)
+        primary[dev] = NULL;
+    pthread_mutex_unlock(&prim_lock);
+    if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    primary[dev]->refs--;
+    if (last)
+        ctx_end(c);
     return CUDA_SUCCESS;
 }
 
@@ -118,6 +143,49 @@ FAKE_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     FAKE_ENTER();
     return primary_release(dev);
+}
+
+/* destroys the primary context now, whatever its retain count */
+static CUresult primary_reset(CUdevice dev)
+{
+    FAKE_CHECK_INIT();
+    if (!check_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&prim_lock);
+    struct fake_ctx *c = primary[dev];
+    primary[dev] = NULL;
+    pthread_mutex_unlock(&prim_lock);
+    if (c)
+        ctx_end(c);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    FAKE_ENTER();
+    return primary_reset(dev);
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    FAKE_ENTER();
+    return primary_reset(dev);
+}
+
+/* flags: the fake has no cuDevicePrimaryCtxSetFlags, so always 0 */
+FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!check_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&prim_lock);
+    *active = primary[dev] != NULL;     /* it exists only while retained */
+    pthread_mutex_unlock(&prim_lock);
+    *flags = 0;
+    return CUDA_SUCCESS;
 }
 
 static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
@@ -160,8 +228,7 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx)
     struct fake_ctx *c = (struct fake_ctx *)ctx;
     if (!ctx || !fake_ctx_valid(c) || c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
-    fake_ctx_sync(c);
-    atomic_store(&c->alive, 0);
+    ctx_end(c);
     /* pop it from the calling thread's stack, like the real driver */
     if (depth > 0 && stack[depth - 1] == c)
         depth--;
@@ -271,14 +338,21 @@ FAKE_API CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
     return CUDA_SUCCESS;
 }
 
-static CUresult ctx_sync_current(void)
+/* prohibited, whatever the capture modes, while a capture is under way in c */
+static CUresult ctx_sync(struct fake_ctx *c)
 {
-    struct fake_ctx *c;
-    CUresult r = fake_ctx_require(&c);
+    CUresult r = fake_capture_prohibit(c);
     if (r)
         return r;
     fake_ctx_sync(c);
     return CUDA_SUCCESS;
+}
+
+static CUresult ctx_sync_current(void)
+{
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    return r ? r : ctx_sync(c);
 }
 
 FAKE_API CUresult cuCtxSynchronize(void)
@@ -295,6 +369,5 @@ FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
     FAKE_CHECK_INIT();
     if (!fake_ctx_valid((struct fake_ctx *)ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    fake_ctx_sync((struct fake_ctx *)ctx);
-    return CUDA_SUCCESS;
+    return ctx_sync((struct fake_ctx *)ctx);
 }

@@ -6,7 +6,10 @@
  * GPU).  Managed memory is usable from the host like real UVM, so its address
  * is its backing.  Pinned memory (cuMemHostAlloc/cuMemAllocHost) and
  * registered ranges are ordinary host memory recorded in the table; with
- * unified addressing their device pointer is their host address.
+ * unified addressing their device pointer is their host address.  Memory
+ * belongs to the context it was allocated in and goes with it.  Pinned
+ * allocation and freeing are potentially unsafe during a capture
+ * (fake_capture_prohibit).
  */
 #define _GNU_SOURCE
 #include "fake.h"
@@ -167,6 +170,18 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
     return CUDA_SUCCESS;
 }
 
+void fake_mem_ctx_destroyed(struct fake_ctx *c)
+{
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = ntab; i-- > 0;)
+        if (tab[i].ctx == c) {
+            if (tab[i].kind != MEM_REGISTERED)    /* registered memory is the application's */
+                free(tab[i].host);
+            remove_locked((long)i);
+        }
+    pthread_mutex_unlock(&mem_lock);
+}
+
 static void *backing_alloc(size_t size)
 {
     size_t rounded = (size + 4095) & ~(size_t)4095;
@@ -306,6 +321,17 @@ FAKE_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 }
 
 /* ---- pinned and registered host memory ----------------------------------------- */
+/* a copy of the entry containing ptr, if any */
+static int lookup_copy(uintptr_t ptr, struct alloc *out)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(ptr);
+    if (i >= 0)
+        *out = tab[i];
+    pthread_mutex_unlock(&mem_lock);
+    return i >= 0;
+}
+
 static CUresult host_alloc(void **pp, size_t size, unsigned flags)
 {
     struct fake_ctx *c;
@@ -316,6 +342,8 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
         (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                              CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fake_capture_prohibit(NULL)))
+        return r;
     char *host = backing_alloc(size);
     if (!host)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -357,7 +385,12 @@ FAKE_API CUresult cuMemFreeHost(void *p)
     FAKE_ENTER();
     FAKE_CHECK_INIT();
     struct alloc a;
-    if (!p || take_synced((uintptr_t)p, 1u << MEM_PINNED, 1, &a))
+    if (!p || !lookup_copy((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != MEM_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fake_capture_prohibit(NULL);
+    if (r)
+        return r;
+    if (take_synced((uintptr_t)p, 1u << MEM_PINNED, 1, &a))
         return CUDA_ERROR_INVALID_VALUE;
     free(a.host);
     return CUDA_SUCCESS;
@@ -508,16 +541,6 @@ static CUresult attr_value(const struct alloc *a, uintptr_t ptr, CUpointer_attri
     default:
         return CUDA_ERROR_INVALID_VALUE;
     }
-}
-
-static int lookup_copy(uintptr_t ptr, struct alloc *out)
-{
-    pthread_mutex_lock(&mem_lock);
-    long i = find_locked(ptr);
-    if (i >= 0)
-        *out = tab[i];
-    pthread_mutex_unlock(&mem_lock);
-    return i >= 0;
 }
 
 FAKE_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)

@@ -22,6 +22,23 @@
  * reference counted because deps, events and sync waiters may outlive a
  * cuStreamDestroy (which, like the real one, returns at once and lets queued
  * work finish).
+ *
+ * Capture modes (measured on driver 580, docs/results/2026-11-24-h100-contract/
+ * capture_modes.log): a call the driver deems potentially unsafe (cuEventQuery,
+ * cuEventSynchronize, cuStreamSynchronize and cuStreamQuery of any stream,
+ * cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, cuCtxSynchronize) is
+ * prohibited while the calling thread's mode is not RELAXED and a capture
+ * begun in GLOBAL mode is under way anywhere, or the calling thread itself
+ * began one in THREAD_LOCAL mode.  cuCtxSynchronize is also prohibited,
+ * whatever the modes, while any capture is under way in its context.  A
+ * prohibited call returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, does
+ * nothing, and invalidates the captures that prohibit it: they report
+ * CU_STREAM_CAPTURE_STATUS_INVALIDATED, drop what is captured afterwards, and
+ * end with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and no graph.  A capture is
+ * under way until it ends, invalidated or not.  Copies, cuEventRecord,
+ * cuEventCreate, cuStreamGetCtx, cuStreamIsCapturing stay allowed.  Calls on
+ * the capturing stream itself keep their own rule (sync copies, synchronize
+ * and query fail, the capture goes on; the real driver invalidates it).
  */
 #define _GNU_SOURCE
 #include "fake.h"
@@ -35,6 +52,10 @@ pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t fake_cv = PTHREAD_COND_INITIALIZER;
 
 static struct fake_stream *g_streams;
+/* Streams that went away are kept, never freed, like contexts: a new stream
+ * never gets a dead one's address, so a stale handle stays invalid (streams
+ * of destroyed contexts included). */
+static struct fake_stream *g_dead_streams;
 static unsigned g_seed = 12345;
 
 struct fake_event {
@@ -99,7 +120,8 @@ static void stream_unref_locked(struct fake_stream *s)
             break;
         }
     s->magic = 0;
-    free(s);
+    s->next = g_dead_streams;
+    g_dead_streams = s;
 }
 
 /* waits until s has run its op seq; the reference keeps s alive should it be
@@ -244,6 +266,20 @@ static struct fake_stream *ptds_stream(struct fake_ctx *c)
     for (int i = 0; i < tls_ptds->n; i++)
         if (tls_ptds->ctx[i] == c)
             return tls_ptds->s[i];
+    /* the streams of destroyed contexts make room (a thread may see contexts
+     * come and go without end) */
+    pthread_mutex_lock(&fake_lock);
+    int kept = 0;
+    for (int i = 0; i < tls_ptds->n; i++) {
+        if (!atomic_load(&tls_ptds->ctx[i]->alive)) {
+            stream_destroy_locked(tls_ptds->s[i]);
+            continue;
+        }
+        tls_ptds->ctx[kept] = tls_ptds->ctx[i];
+        tls_ptds->s[kept++] = tls_ptds->s[i];
+    }
+    tls_ptds->n = kept;
+    pthread_mutex_unlock(&fake_lock);
     if (tls_ptds->n == MAX_PTDS)
         return NULL;
     struct fake_stream *s = fake_stream_new(c, STREAM_PER_THREAD, 0, 0);
@@ -321,13 +357,24 @@ static void graph_append_locked(struct fake_graph *g, struct fake_op *op)
     g->ops[g->n++] = op;
 }
 
+static void graph_free(struct fake_graph *g)
+{
+    for (size_t i = 0; i < g->n; i++)
+        fake_op_free(g->ops[i]);
+    free(g->ops);
+    free(g);
+}
+
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq)
 {
     pthread_mutex_lock(&fake_lock);
     if (op->kind == OP_COPY)
         s->copies++;
     if (s->capture) {
-        graph_append_locked(s->capture, op);
+        if (s->capture_invalid)
+            fake_op_free(op);
+        else
+            graph_append_locked(s->capture, op);
         pthread_mutex_unlock(&fake_lock);
         if (seq)
             *seq = 0;
@@ -454,11 +501,11 @@ static CUresult stream_sync(CUstream h, int pt)
     CUresult r = fake_stream_get(h, pt, &s);
     if (r)
         return r;
-    pthread_mutex_lock(&fake_lock);
-    if (s->capture) {
-        pthread_mutex_unlock(&fake_lock);
+    if (fake_stream_capturing(s))
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+    if ((r = fake_capture_prohibit(NULL)))
+        return r;
+    pthread_mutex_lock(&fake_lock);
     uint64_t target = s->enqueued;
     while (s->completed < target)
         pthread_cond_wait(&fake_cv, &fake_lock);
@@ -475,15 +522,59 @@ static CUresult stream_query(CUstream h, int pt)
     CUresult r = fake_stream_get(h, pt, &s);
     if (r)
         return r;
+    if (fake_stream_capturing(s))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if ((r = fake_capture_prohibit(NULL)))
+        return r;
     pthread_mutex_lock(&fake_lock);
-    r = s->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
-        : s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    r = s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&fake_lock);
     return r;
 }
 
 FAKE_API CUresult cuStreamQuery(CUstream hStream) { FAKE_ENTER(); return stream_query(hStream, 0); }
 FAKE_API CUresult cuStreamQuery_ptsz(CUstream hStream) { FAKE_ENTER(); return stream_query(hStream, 1); }
+
+/* 0 (legacy or per-thread, by flavour), CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD give the current context.  v2 also answers the green
+ * context, which no stream of the fake has. */
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, int v2, int pt)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    if (!pctx || (v2 && !pgreen))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)s->ctx;
+    if (v2)
+        *pgreen = NULL;
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    FAKE_ENTER();
+    return stream_get_ctx(hStream, pctx, NULL, 0, 0);
+}
+
+FAKE_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    FAKE_ENTER();
+    return stream_get_ctx(hStream, pctx, NULL, 0, 1);
+}
+
+FAKE_API CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    FAKE_ENTER();
+    return stream_get_ctx(hStream, pCtx, pGreenCtx, 1, 0);
+}
+
+FAKE_API CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    FAKE_ENTER();
+    return stream_get_ctx(hStream, pCtx, pGreenCtx, 1, 1);
+}
 
 static struct fake_event *find_event_locked(CUevent h)
 {
@@ -511,7 +602,9 @@ static CUresult event_op_begin(CUstream h, int pt, unsigned flags, unsigned allo
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&fake_lock);
     *e = find_event_locked(ev);
-    if (!*e) {
+    /* an event is recorded only on a stream of its own context (waiting
+     * for one of another context is fine) */
+    if (!*e || (kind == OP_EVENT && (*e)->ctx != (*s)->ctx)) {
         pthread_mutex_unlock(&fake_lock);
         fake_op_free(*op);
         return CUDA_ERROR_INVALID_HANDLE;
@@ -684,14 +777,27 @@ FAKE_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, 
     return event_record(hEvent, hStream, flags, 1);
 }
 
+/* the start of cuEventQuery and cuEventSynchronize: a valid handle, then the
+ * capture rule */
+static CUresult event_unsafe_begin(CUevent h)
+{
+    FAKE_CHECK_INIT();
+    pthread_mutex_lock(&fake_lock);
+    int known = find_event_locked(h) != NULL;
+    pthread_mutex_unlock(&fake_lock);
+    return known ? fake_capture_prohibit(NULL) : CUDA_ERROR_INVALID_HANDLE;
+}
+
 FAKE_API CUresult cuEventQuery(CUevent hEvent)
 {
     FAKE_ENTER();
-    FAKE_CHECK_INIT();
+    CUresult r = event_unsafe_begin(hEvent);
+    if (r)
+        return r;
     pthread_mutex_lock(&fake_lock);
     struct fake_event *e = find_event_locked(hEvent);
-    CUresult r = !e ? CUDA_ERROR_INVALID_HANDLE
-               : (!e->s || e->s->completed >= e->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    r = !e ? CUDA_ERROR_INVALID_HANDLE
+        : (!e->s || e->s->completed >= e->seq) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&fake_lock);
     return r;
 }
@@ -699,7 +805,9 @@ FAKE_API CUresult cuEventQuery(CUevent hEvent)
 FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
 {
     FAKE_ENTER();
-    FAKE_CHECK_INIT();
+    CUresult r = event_unsafe_begin(hEvent);
+    if (r)
+        return r;
     pthread_mutex_lock(&fake_lock);
     struct fake_event *e = find_event_locked(hEvent);
     if (!e) {
@@ -761,13 +869,57 @@ FAKE_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CU
 }
 
 /* ---- capture and graphs --------------------------------------------------------- */
+/* the calling thread's capture mode; zero, CU_STREAM_CAPTURE_MODE_GLOBAL, by default */
+static __thread CUstreamCaptureMode tls_capture_mode;
+
+FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = tls_capture_mode;
+    tls_capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* does the capture on s prohibit a potentially unsafe call by this thread?
+ * (fake_lock held; see the top of this file) */
+static int capture_prohibits_locked(const struct fake_stream *s, const struct fake_ctx *synced)
+{
+    if (!s->capture || s->destroyed || !atomic_load(&s->ctx->alive))
+        return 0;
+    if (s->ctx == synced)
+        return 1;
+    if (tls_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 0;
+    return s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+           (s->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+            pthread_equal(s->capture_thread, pthread_self()));
+}
+
+CUresult fake_capture_prohibit(struct fake_ctx *synced)
+{
+    int prohibited = 0;
+    pthread_mutex_lock(&fake_lock);
+    for (struct fake_stream *s = g_streams; s; s = s->next)
+        if (capture_prohibits_locked(s, synced)) {
+            s->capture_invalid = 1;
+            prohibited = 1;
+        }
+    pthread_mutex_unlock(&fake_lock);
+    return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
 {
-    (void)mode;
     struct fake_stream *s;
     CUresult r = fake_stream_get(h, pt, &s);
     if (r)
         return r;
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
     if (s->kind == STREAM_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     struct fake_graph *g = calloc(1, sizeof *g);
@@ -782,6 +934,9 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
     }
     s->capture = g;
     s->capture_id = ++g_capture_id;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+    s->capture_invalid = 0;
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }
@@ -808,14 +963,21 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, int pt)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fake_lock);
     struct fake_graph *g = s->capture;
-    if (g) {
-        s->capture = NULL;
+    int invalid = s->capture_invalid;
+    s->capture = NULL;
+    s->capture_invalid = 0;
+    if (g && !invalid) {
         g->next = g_graphs;
         g_graphs = g;
     }
     pthread_mutex_unlock(&fake_lock);
     if (!g)
         return CUDA_ERROR_ILLEGAL_STATE;
+    if (invalid) {                     /* the capture ends without a graph */
+        graph_free(g);
+        *phGraph = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;
 }
@@ -843,11 +1005,13 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *
     if (!st)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&fake_lock);
-    *st = s->capture ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *st = !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
+          : s->capture_invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+          : CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id)
         *id = s->capture ? s->capture_id : 0;
-    if (graph)
-        *graph = (CUgraph)s->capture;
+    if (graph)                         /* an invalidated capture's graph is discarded */
+        *graph = s->capture_invalid ? NULL : (CUgraph)s->capture;
     pthread_mutex_unlock(&fake_lock);
     if (deps)
         *deps = NULL;
@@ -996,10 +1160,7 @@ static CUresult graph_destroy(void *h, int is_exec)
     pthread_mutex_unlock(&fake_lock);
     if (!g)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < g->n; i++)
-        fake_op_free(g->ops[i]);
-    free(g->ops);
-    free(g);
+    graph_free(g);
     return CUDA_SUCCESS;
 }
 
@@ -1013,4 +1174,35 @@ FAKE_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     FAKE_ENTER();
     return graph_destroy(hGraphExec, 1);
+}
+
+/* ---- the end of a context ------------------------------------------------------ */
+/* Its legacy and created streams end (their queued work has run: the caller
+ * synchronized), a capture on them is discarded, and its events are
+ * destroyed.  Per-thread default streams go when their thread next needs
+ * room, or exits.  c->legacy is left as it is: the stream is never freed,
+ * and every lookup refuses the dead context first. */
+void fake_stream_ctx_destroyed(struct fake_ctx *c)
+{
+    pthread_mutex_lock(&fake_lock);
+    /* the worker's reference keeps each stream in the list while we hold the lock */
+    for (struct fake_stream *s = g_streams; s; s = s->next) {
+        if (s->ctx != c || s->kind == STREAM_PER_THREAD || s->destroyed)
+            continue;
+        if (s->capture) {
+            graph_free(s->capture);
+            s->capture = NULL;
+        }
+        stream_destroy_locked(s);
+    }
+    for (struct fake_event **p = &g_events; *p;) {
+        struct fake_event *e = *p;
+        if (e->ctx == c) {
+            *p = e->next;
+            event_unref_locked(e);
+        } else {
+            p = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
 }
