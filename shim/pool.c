@@ -64,7 +64,8 @@ static void unlink_idle(struct block *b) {
 void *pf_pool_take(int api, size_t size, unsigned flags) {
     CUcontext ctx;
     unsigned long long id;
-    if (!pf_options()->pool_idle || !pf_current_context(&ctx, &id))
+    /* during a capture the driver may refuse the allocation: let it answer */
+    if (!pf_options()->pool_idle || pf_capturing() || !pf_current_context(&ctx, &id))
         return NULL;
     pthread_mutex_lock(&lock);
     struct block *b = newest;

@@ -143,8 +143,9 @@ int main(void) {
     CUevent e2;
     CK(cuEventCreate(&e2, CU_EVENT_DISABLE_TIMING));
     CK(cuCtxSetCurrent(ctx));
-    CUcontext got;
-    printf("other context: cuStreamGetCtx %d same %d\n", (int)cuStreamGetCtx(s2, &got), got == c2);
+    CUcontext got = NULL;
+    CUresult rg = cuStreamGetCtx(s2, &got);
+    printf("other context: cuStreamGetCtx %d same %d\n", (int)rg, got == c2);
     printf("other context: HtoDAsync on its stream %d\n", (int)cuMemcpyHtoDAsync(d2, host, 4096, s2));
     printf("other context: record own event on its stream %d\n", (int)cuEventRecord(ev, s2));
     printf("other context: record its event on its stream %d\n", (int)cuEventRecord(e2, s2));
