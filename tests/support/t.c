@@ -157,9 +157,9 @@ int t_setup(void **state_)
     return 0;
 }
 
-int t_setup_streams(void **state, CUstream *blocking, CUstream *nonblocking)
+int t_setup_streams(void **cm_state, CUstream *blocking, CUstream *nonblocking)
 {
-    if (t_setup(state))
+    if (t_setup(cm_state))
         return -1;
     return D.StreamCreate(blocking, CU_STREAM_DEFAULT) ||
                    D.StreamCreate(nonblocking, CU_STREAM_NON_BLOCKING)
