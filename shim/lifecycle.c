@@ -1,12 +1,15 @@
 /* Process events: exit prints the report, fork gives the child a clean slate. */
+#include "driver.h"
 #include "engine.h"
 #include "hostmap.h"
+#include "message.h"
 #include "pool.h"
 #include "trace.h"
 #include "stats.h"
 
 #include "options.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,6 +42,10 @@ __attribute__((constructor)) static void start(void) {
 
 /* Runs after main returns or exit(); the driver may be gone: no CUDA here. */
 __attribute__((destructor)) static void stop(void) {
+    /* a program whose CUDA runtime found no driver never calls pinfast */
+    if (!__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE) && getenv("PINFAST_LOG") &&
+        pf_options() && pf_log_level() >= PF_INFO && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
+        pf_msg(PF_INFO, "no CUDA driver (libcuda.so.1) was loaded in this process: nothing to do");
     pf_trace_flush();
     pf_stats_report();
 }

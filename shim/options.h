@@ -41,7 +41,10 @@ static inline const struct pf_options *pf_options(void) {
 int pf_log_level(void);
 
 /* A file name from a setting: %p becomes the pid (each process of a
- * program writes its own), %% a %.  Returns -1 when it does not fit. */
+ * program writes its own), %r the launcher's rank (RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; x when none is set or it
+ * is no number), %h the short host name, %% a %.  Returns -1 when it does
+ * not fit. */
 int pf_options_file(const char *pattern, char *path, size_t size);
 
 /* Writes the table (name, default, range, help) for `pinfast options`. */

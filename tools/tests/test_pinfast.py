@@ -323,6 +323,19 @@ class Options(Base):
             self.assertIn(name, out)
 
 
+class NoDriver(unittest.TestCase):
+    """A process that loads no CUDA driver: one line at PINFAST_LOG=info, none by default."""
+
+    @unittest.skipUnless(os.path.isfile(BUILT_LIB), "build/libpinfast.so not built")
+    def test_says_so_once(self):
+        env = dict(os.environ, LD_PRELOAD=BUILT_LIB, PINFAST_LOG="info")
+        p = subprocess.run(["true"], env=env, capture_output=True, text=True, check=True)
+        self.assertEqual(p.stderr.count("pinfast: no CUDA driver"), 1, p.stderr)
+        env.pop("PINFAST_LOG")
+        p = subprocess.run(["true"], env=env, capture_output=True, text=True, check=True)
+        self.assertEqual(p.stderr, "")
+
+
 class Help(Base):
     def test_help(self):
         for cmd in ([], ["run"], ["report"], ["diff"], ["options"]):
