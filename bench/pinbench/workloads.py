@@ -27,7 +27,15 @@ _PIPE_QUICK = ("--batch-bytes", "4M", "--batches", "16", "--reps", "2")
 _BIDIR_QUICK = ("--bytes", "64M", "--iters", "4", "--reps", "2")
 _MULTIGPU_QUICK = ("--sizes", "1M,64M", "--batch", "64M", "--reps", "3")
 
+# Real programs first: what a user runs (issue: real training and inference
+# loops); the micro workloads follow.
 WORKLOADS = [
+    Workload("train_loader", "py", ("--samples", "2560", "--epochs", "1"), est_s=60, est_quick_s=25),
+    Workload("state_dict", "py", ("--layers", "8"), est_s=20, est_quick_s=8),
+    Workload("offload", "py", ("--layers", "8", "--reps", "3"), est_s=15, est_quick_s=8),
+    Workload("infer_readback", "py", ("--steps", "10"), est_s=15, est_quick_s=8),
+    Workload("numba_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=6),
+    Workload("loader", "cuda", ("--batches", "200"), est_s=10, est_quick_s=4),
     Workload("sweep", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=3),
     Workload("sweep_shared", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=3),
     Workload("sweep_ptds", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=3),
