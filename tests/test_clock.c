@@ -1,4 +1,4 @@
-/* test_clock: the ticks pinfast times its calls in (shim/clock.c, linked in
+/* test_clock: the ticks pinfast times its calls in (shim/base/clock.c, linked in
  * here), held against CLOCK_MONOTONIC: durations of random sleeps converted
  * within 1%, in this process and in a forked child; ns -> ticks -> ns gives
  * back what went in; a start after the end is no huge wrapped duration; and

@@ -1,0 +1,50 @@
+/* Every PINFAST_* setting, parsed once from the environment. */
+#ifndef PINFAST_OPTIONS_H
+#define PINFAST_OPTIONS_H
+
+#include <stddef.h>
+
+enum pf_stats_mode { PF_STATS_OFF, PF_STATS_TEXT, PF_STATS_JSON };
+
+struct pf_options {
+    int help;               /* print the table at load */
+    int disable;            /* pure pass-through */
+    int stats;              /* enum pf_stats_mode */
+    const char *stats_file; /* NULL: stderr */
+    const char *trace;      /* one line per intercepted call to this file; NULL: none */
+    int log;                /* enum pf_level: most verbose level printed */
+    int stage;              /* route pageable copies through pinned staging */
+    int threads;            /* staging worker threads; 0: one per CPU, capped */
+    size_t chunk;           /* staging chunk (slot) size */
+    size_t min_size;        /* smaller pageable copies pass through */
+    size_t staging;         /* pinned staging memory per context */
+    int copy_h2d, copy_d2h; /* enum pf_host_copy of the host side of each direction */
+    size_t pool_idle;       /* freed pinned memory the cache may keep; 0: no cache */
+    int async_d2h;          /* pageable async D2H lands in stream callbacks */
+    int callsites;          /* walk the stack of 1 in N small copies; 0: no call sites */
+    int nvtx;               /* NVTX ranges around the copies pinfast stages */
+    /* derived: a trace, or every copy's stack walked, wants every call timed */
+    int time_every_call;
+};
+
+/* Parsed on first use; every copy reads them, so the common path is one load. */
+extern struct pf_options pf_options_parsed;
+extern int pf_options_ready;
+const struct pf_options *pf_options_load(void);
+static inline const struct pf_options *pf_options(void) {
+    if (__builtin_expect(__atomic_load_n(&pf_options_ready, __ATOMIC_ACQUIRE), 1))
+        return &pf_options_parsed;
+    return pf_options_load();
+}
+
+/* A file name from a setting: %p becomes the pid (each process of a
+ * program writes its own), %r the launcher's rank (RANK,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; x when none is set or it
+ * is no number), %h the short host name, %% a %.  Returns -1 when it does
+ * not fit. */
+int pf_options_file(const char *pattern, char *path, size_t size);
+
+/* Writes the table (name, default, range, help) for `pinfast options`. */
+void pf_options_describe(int fd);
+
+#endif

@@ -1,0 +1,30 @@
+/* The types every layer speaks in: what kind of memory a side of a copy is,
+ * which way a copy goes, which path pinfast gave it, how host bytes are
+ * moved.  No code: a header every folder may include. */
+#ifndef PINFAST_TYPES_H
+#define PINFAST_TYPES_H
+
+enum pf_mem {
+    PF_MEM_PAGEABLE, /* ordinary host memory */
+    PF_MEM_PINNED,   /* pinned or registered by the program */
+    PF_MEM_PINFAST,  /* pinned by pinfast */
+    PF_MEM_MANAGED,  /* unified (managed) memory */
+    PF_MEM_DEVICE,   /* device memory */
+    PF_MEM_MIXED,    /* a batch of several kinds */
+    PF_MEM_UNKNOWN,  /* the driver could not say */
+    PF_MEM_COUNT
+};
+
+enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
+enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
+
+/* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
+enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };
+
+/* Direction of a copy from the kinds of its two sides. */
+static inline enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
+    int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;
+    return sd ? (dd ? PF_DIR_D2D : PF_DIR_D2H) : (dd ? PF_DIR_H2D : PF_DIR_H2H);
+}
+
+#endif

@@ -1,0 +1,15 @@
+/* CPU sharing between processes: other processes of this user on this machine
+ * that stage copies now share its CPUs, so each keeps fewer workers awake. */
+#ifndef PINFAST_CPUSHARE_H
+#define PINFAST_CPUSHARE_H
+
+/* Marks this process as staging now and returns how many processes, this
+ * one included, staged within the last second (at least 1).  Reads a small
+ * table shared through /dev/shm; a few loads most calls, a scan of the table
+ * at most every REFRESH_MS. */
+int pf_cpushare_staging(void);
+
+/* In a forked child: it is another process, with a slot of its own. */
+void pf_cpushare_forked(void);
+
+#endif

@@ -1,0 +1,36 @@
+/* The staging engine: pageable<->device copies through pinned slots, cut
+ * into chunks whose host copies (worker threads) overlap their DMA. */
+#ifndef PINFAST_ENGINE_H
+#define PINFAST_ENGINE_H
+
+#include "../driver/cuda_api.h"
+#include "../base/types.h"
+
+struct pf_xfer {
+    enum pf_dir dir;    /* PF_DIR_H2D or PF_DIR_D2H */
+    CUdeviceptr dev;
+    void *host;         /* pageable */
+    size_t bytes;
+    CUstream stream;    /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
+    int async;          /* the *Async form: no stream synchronisation before an H2D */
+};
+
+/* Stages the copy and returns 1 with the call's result in *result, or
+ * returns 0 having done nothing, when the copy must pass through (too small,
+ * stream capturing, a pointer the driver would reject, no pinned memory). */
+int pf_engine_copy(const struct pf_xfer *x, CUresult *result);
+
+struct pf_engine_stats {
+    unsigned long long copies, bytes, pinned_bytes;
+    int contexts, threads;
+    double worker_seconds; /* CPU time spent copying host memory */
+};
+void pf_engine_stats(struct pf_engine_stats *out);
+
+/* The context was destroyed: its slots went with it. */
+void pf_engine_context_gone(CUcontext ctx);
+
+/* In a forked child: no threads, no usable CUDA state. */
+void pf_engine_forked(void);
+
+#endif

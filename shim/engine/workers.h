@@ -1,0 +1,69 @@
+/* Host-memory copy threads: persistent, created on the first staged copy,
+ * shared by every caller.  A caller waiting for its tasks runs queued tasks
+ * itself, so work completes even with no worker thread at all. */
+#ifndef PINFAST_WORKERS_H
+#define PINFAST_WORKERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hostcopy.h"
+
+struct pf_task {
+    void *dst;
+    const void *src;
+    size_t len;
+    enum pf_host_copy kind;
+    int state;            /* queued, done */
+    int by;               /* the worker that ran it, 0 for a caller (debug log) */
+    uint64_t started_ns;  /* debug log */
+    uint64_t ended_ns;    /* debug log */
+    struct pf_task *next; /* queue link */
+} __attribute__((aligned(64))); /* a line each: the workers running neighbours write both */
+
+/* Queues tasks whose dst, src, len and kind are set, waking the workers. */
+void pf_task_submit(struct pf_task *tasks, int n);
+
+/* 1 once the task's copy is complete. */
+int pf_task_done(const struct pf_task *t);
+
+/* Returns when the task is done, running queued tasks meanwhile. */
+void pf_task_wait(struct pf_task *t);
+
+/* Runs the oldest queued task if it is no longer than max_len; returns 1 if it did. */
+int pf_task_help(size_t max_len);
+
+/* Wakes the sleeping workers ahead of work about to be queued; unless
+ * `wait`, not if that means waiting for another thread waking or sleeping. */
+void pf_workers_wake(int wait);
+
+/* A copy starts (+1) or ends (-1): while one is under way, idle workers poll
+ * rather than sleep. */
+void pf_workers_active(int delta);
+
+/* A short pause in a polling loop. */
+void pf_relax(void);
+
+/* Called as a copy is staged, with the number of contexts staging: starts
+ * threads until the pool is the size for them (once a thread fails to
+ * start, no more are tried), shares the pool's waking hours out with the
+ * other processes staging on this machine, and returns how many run. */
+int pf_workers_start(int contexts);
+
+/* In a forked child: the threads are gone; start afresh when needed. */
+void pf_workers_forked(void);
+
+/* Workers allowed awake at once, and the processes staging it was shared
+ * among (debug log). */
+int pf_workers_budget(int *processes);
+
+/* Workers asleep now (debug log). */
+int pf_workers_sleeping(void);
+
+/* Threads running. */
+int pf_workers_count(void);
+
+/* CPU seconds spent copying by the workers and helping callers. */
+double pf_workers_cpu_seconds(void);
+
+#endif

@@ -1,0 +1,64 @@
+/* The entry points that destroy contexts: what pinfast holds in a context
+ * (staging slots, pooled blocks, their host-map entries) goes with it, so
+ * that its table never fills with dead contexts and new memory at a freed
+ * address is never taken for pinfast's. */
+#include "entry.h"
+#include "../engine/engine.h"
+#include "../memory/pool.h"
+
+/* By handle: a destroyed context's handle may be passed again by mistake,
+ * and asking the driver about it can crash; a live context's handle is
+ * unique, and pinfast forgets each one as it is destroyed. */
+static void gone(CUcontext ctx) {
+    pf_engine_context_gone(ctx);
+    pf_pool_context_gone(ctx);
+}
+
+static int primary_active(CUdevice dev) {
+    unsigned flags;
+    int active = 0;
+    return PF_CALL(cuDevicePrimaryCtxGetState, dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* dev's primary context, if it exists: retained and released again, which
+ * leaves its count as it was. */
+static int primary_handle(CUdevice dev, CUcontext *p) {
+    if (!primary_active(dev) || PF_CALL(cuDevicePrimaryCtxRetain, p, dev) != CUDA_SUCCESS)
+        return 0;
+    PF_CALL(cuDevicePrimaryCtxRelease_v2, dev);
+    return 1;
+}
+
+/* A release destroys the primary context only when it drops the last hold. */
+static CUresult primary(enum pf_symbol sym, CUdevice dev, int reset) {
+    CUcontext p;
+    if (!pf_enter() || !primary_handle(dev, &p))
+        return PF_PASS(sym, cuDevicePrimaryCtxRelease_v2, dev);
+    CUresult r = PF_PASS(sym, cuDevicePrimaryCtxRelease_v2, dev);
+    if (r == CUDA_SUCCESS && (reset || !primary_active(dev)))
+        gone(p);
+    return r;
+}
+
+PF_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    return primary(PF_S_cuDevicePrimaryCtxRelease, dev, 0);
+}
+PF_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+    return primary(PF_S_cuDevicePrimaryCtxRelease_v2, dev, 0);
+}
+PF_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary(PF_S_cuDevicePrimaryCtxReset, dev, 1); }
+PF_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    return primary(PF_S_cuDevicePrimaryCtxReset_v2, dev, 1);
+}
+
+static CUresult destroy(enum pf_symbol sym, CUcontext ctx) {
+    if (!pf_enter() || !ctx)
+        return PF_PASS(sym, cuCtxDestroy_v2, ctx);
+    CUresult r = PF_PASS(sym, cuCtxDestroy_v2, ctx);
+    if (r == CUDA_SUCCESS)
+        gone(ctx);
+    return r;
+}
+
+PF_API CUresult cuCtxDestroy(CUcontext ctx) { return destroy(PF_S_cuCtxDestroy, ctx); }
+PF_API CUresult cuCtxDestroy_v2(CUcontext ctx) { return destroy(PF_S_cuCtxDestroy_v2, ctx); }
