@@ -2,18 +2,14 @@
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/options.h"
-#include "cpushare.h"
 
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 enum { QUEUED, DONE };
 
-#define MAX_WORKERS 64
 /* An idle worker polls this long before sleeping, while no copy is under
  * way: the next chunk of a copy, or a copy right behind the last, then finds
  * it awake instead of paying a wake-up (tens of microseconds).  Longer, a
@@ -44,7 +40,7 @@ static struct pf_task *head, *tail;
 static struct box {
     struct pf_task *task;
     uint64_t since; /* when it was filled, near enough */
-} __attribute__((aligned(64))) boxes[MAX_WORKERS + 1]; /* by worker number, from 1 */
+} __attribute__((aligned(64))) boxes[PF_MAX_WORKERS + 1]; /* by worker number, from 1 */
 /* A task boxed this long ago is taken back by a waiting caller: its worker
  * is not running (preempted, or its CPU taken by the hypervisor). */
 #define STALE_NS 10000u
@@ -53,17 +49,13 @@ static int queued;   /* tasks in the queue, readable without the lock */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int sleepers; /* workers waiting on `wake` */
-static int started;  /* workers running */
+int pf_workers_started_; /* workers running */
 static int active;   /* copies under way: workers keep polling */
 static uint64_t last_end_ns; /* when the last copy ended: workers poll SPIN_NS past it */
 static uint64_t last_submit_ns; /* when tasks were last queued */
 /* Workers awake at once (polling or copying): all of them, divided among
- * the processes staging on this machine at the time (cpushare.c). */
-static int budget = MAX_WORKERS;
-static int sharing = 1;    /* the processes the budget was shared among */
-static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-static int sized_for;  /* contexts the pool was last sized for */
-static int gave_up;    /* a thread failed to start: no more tries, no more warnings */
+ * the processes staging on this machine at the time (workerpool.c). */
+int pf_workers_budget_ = PF_MAX_WORKERS;
 static uint64_t busy_ns;
 
 void pf_relax(void) {
@@ -107,7 +99,7 @@ static struct pf_task *try_pop(size_t max_len) {
     return t;
 }
 
-static void run(struct pf_task *t) {
+static void run_task(struct pf_task *t) {
     uint64_t t0 = pf_now_ns();
     t->started_ns = t0;
     t->by = self;
@@ -120,7 +112,7 @@ static void run(struct pf_task *t) {
 /* Puts tasks into open boxes, from a different worker each time so that
  * the work spreads; returns how many. */
 static int box(struct pf_task *tasks, int n) {
-    int workers = __atomic_load_n(&started, __ATOMIC_ACQUIRE), boxed = 0;
+    int workers = __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE), boxed = 0;
     unsigned from = __atomic_fetch_add(&next_box, 1, __ATOMIC_RELAXED);
     uint64_t now = 0; /* read at the first open box: often there is none */
     for (int k = 0; k < workers && boxed < n; k++) {
@@ -141,7 +133,7 @@ static int box(struct pf_task *tasks, int n) {
 
 /* A task boxed STALE_NS ago and not yet taken, now the caller's. */
 static struct pf_task *steal(void) {
-    int workers = __atomic_load_n(&started, __ATOMIC_ACQUIRE);
+    int workers = __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE);
     uint64_t now = 0;
     for (int w = 1; w <= workers; w++) {
         struct box *b = &boxes[w];
@@ -185,7 +177,7 @@ void pf_task_submit(struct pf_task *tasks, int n) {
     /* a worker awake wakes the next one itself (see worker): a caller
      * signalling on every submit queued behind the sleepers' mutex for tens
      * of microseconds before copying anything (engine trace, 64 MiB) */
-    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) == __atomic_load_n(&started, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) == __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE))
         pf_workers_wake(1);
 }
 
@@ -199,14 +191,14 @@ void pf_task_wait(struct pf_task *t) {
         if (!other)
             other = steal();
         if (other)
-            run(other);
+            run_task(other);
         else
             pf_relax();
     }
 }
 
 static int awake(void) {
-    return __atomic_load_n(&started, __ATOMIC_ACQUIRE) - __atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE) - __atomic_load_n(&sleepers, __ATOMIC_SEQ_CST);
 }
 
 /* Wakes up to n sleepers, the budget permitting.  A worker holding a task
@@ -219,7 +211,7 @@ static int awake(void) {
 static void wake_some(int n, int wait) {
     if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
         return;
-    int room = __atomic_load_n(&budget, __ATOMIC_RELAXED) - awake();
+    int room = __atomic_load_n(&pf_workers_budget_, __ATOMIC_RELAXED) - awake();
     if (n > room)
         n = room;
     if (n <= 0)
@@ -246,7 +238,7 @@ void pf_workers_active(int delta) {
 static int keep_polling(uint64_t idle_until) {
     if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
         return 0;
-    if (awake() > __atomic_load_n(&budget, __ATOMIC_RELAXED))
+    if (awake() > __atomic_load_n(&pf_workers_budget_, __ATOMIC_RELAXED))
         return 0;
     uint64_t now = pf_now_ns();
     if (__atomic_load_n(&active, __ATOMIC_RELAXED) &&
@@ -265,7 +257,7 @@ int pf_task_help(size_t max_len) {
     if (!t)
         t = steal(); /* whatever its size: it waits for nobody else */
     if (t)
-        run(t);
+        run_task(t);
     return t != NULL;
 }
 
@@ -292,7 +284,7 @@ static struct pf_task *poll_open(struct box *b) {
 
 /* Woken (by work or by pf_workers_wake), a worker polls again before it
  * sleeps, so a wake-up ahead of the work is not wasted. */
-static void *worker(void *arg) {
+void *pf_worker_main(void *arg) {
     self = (int)(intptr_t)arg;
     struct box *b = &boxes[self];
     for (;;) {
@@ -302,7 +294,7 @@ static void *worker(void *arg) {
         if (t) {
             if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
                 wake_some(1, 0); /* more work than hands: one more, in parallel with the others */
-            run(t);
+            run_task(t);
             continue;
         }
         /* work came: take it without touching the sleepers' mutex, on which
@@ -325,100 +317,21 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static int available_cpus(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
-/* The pool's size for this many contexts staging: three of four CPUs, at
- * most 16 per context.  12 of 16 CPUs moved the most on the H100 machine
- * (engine sweep in docs/results); past that, threads only contend for
- * memory.  A second GPU's copies get workers of their own, CPUs allowing. */
-static int wanted(int contexts) {
-    int n = pf_options()->threads;
-    if (n)
-        return n > MAX_WORKERS ? MAX_WORKERS : n;
-    int most = available_cpus() * 3 / 4, per = most > 16 ? 16 : most;
-    n = per * (contexts > 1 ? contexts : 1);
-    if (n > most)
-        n = most;
-    if (n < 1)
-        n = 1;
-    return n > MAX_WORKERS ? MAX_WORKERS : n;
-}
-
-/* Under grow_lock: starts workers until `want` run. */
-static void grow(int want) {
-    int n = __atomic_load_n(&started, __ATOMIC_RELAXED);
-    /* workers take no signals: the program's handlers run on its own threads */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 64 * 1024);
-    for (; n < want; n++) {
-        pthread_t th;
-        if (pthread_create(&th, &attr, worker, (void *)(intptr_t)(n + 1)))
-            break;
-        __atomic_store_n(&started, n + 1, __ATOMIC_RELEASE);
-        char name[16];
-        snprintf(name, sizeof name, "pinfast-w%d", n);
-        pthread_setname_np(th, name);
-    }
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (n < want) {
-        gave_up = 1;
-        pf_msg(PF_WARNING, "started %d of %d staging threads; callers copy the rest themselves",
-               n, want);
-    }
-}
-
-int pf_workers_start(int contexts) {
-    if (contexts > __atomic_load_n(&sized_for, __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&grow_lock);
-        if (contexts > sized_for) {
-            if (!gave_up)
-                grow(wanted(contexts));
-            __atomic_store_n(&sized_for, contexts, __ATOMIC_RELEASE);
-        }
-        pthread_mutex_unlock(&grow_lock);
-    }
-    int n = __atomic_load_n(&started, __ATOMIC_ACQUIRE), p = pf_cpushare_staging();
-    int b = (n + p - 1) / p;
-    __atomic_store_n(&budget, b < 2 ? 2 : b, __ATOMIC_RELAXED);
-    __atomic_store_n(&sharing, p, __ATOMIC_RELAXED);
-    return n;
-}
-
-int pf_workers_budget(int *processes) {
-    *processes = __atomic_load_n(&sharing, __ATOMIC_RELAXED);
-    return __atomic_load_n(&budget, __ATOMIC_RELAXED);
-}
-
 void pf_workers_forked(void) {
     pthread_mutex_init(&sleep_lock, NULL);
     pthread_cond_init(&wake, NULL);
-    pthread_mutex_init(&grow_lock, NULL);
     head = tail = NULL;
     memset(boxes, 0, sizeof boxes); /* CLOSED */
     next_box = 0;
-    qlock = queued = sleepers = started = active = 0;
-    sized_for = gave_up = 0;
-    budget = MAX_WORKERS;
-    sharing = 1;
+    qlock = queued = sleepers = pf_workers_started_ = active = 0;
+    pf_workers_budget_ = PF_MAX_WORKERS;
     last_end_ns = last_submit_ns = busy_ns = 0;
-    pf_cpushare_forked();
+    pf_workerpool_forked();
 }
 
 int pf_workers_sleeping(void) { return __atomic_load_n(&sleepers, __ATOMIC_RELAXED); }
 
-int pf_workers_count(void) { return __atomic_load_n(&started, __ATOMIC_ACQUIRE); }
+int pf_workers_count(void) { return __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE); }
 
 double pf_workers_cpu_seconds(void) {
     return (double)__atomic_load_n(&busy_ns, __ATOMIC_RELAXED) * 1e-9;

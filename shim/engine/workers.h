@@ -50,6 +50,15 @@ void pf_relax(void);
  * other processes staging on this machine, and returns how many run. */
 int pf_workers_start(int contexts);
 
+/* Between workers.c (the threads) and workerpool.c (how many): the most
+ * threads, those running, those that may be awake at once, a thread's
+ * body, and the pool's own reset in a forked child. */
+#define PF_MAX_WORKERS 64
+extern int pf_workers_started_;
+extern int pf_workers_budget_;
+void *pf_worker_main(void *arg);
+void pf_workerpool_forked(void);
+
 /* In a forked child: the threads are gone; start afresh when needed. */
 void pf_workers_forked(void);
 

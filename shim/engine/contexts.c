@@ -1,0 +1,206 @@
+/* The staging slots of each CUDA context: one pinned block per context,
+ * cut into slots with an event each, made on the context's first staged
+ * copy and forgotten when it is destroyed; slots handed out in turn. */
+#include "staging.h"
+#include "../base/message.h"
+#include "../base/options.h"
+#include "../driver/driver.h"
+#include "../memory/hostmap.h"
+
+#include <stdlib.h>
+
+static struct pf_context *contexts[MAX_CONTEXTS];
+static int ncontexts;  /* records made, live or not */
+static int live;       /* records of contexts that exist */
+static int made;       /* contexts given records, over the run (the report) */
+static unsigned long long pinned_bytes;
+static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
+static int warned_pinned, warned_contexts;
+
+
+/* Builds the slots of context ctx (made current meanwhile, if it is not)
+ * into record c.  A context that could get none keeps its record, with no
+ * slot, so that its copies pass through without asking again. */
+static void create(struct pf_context *c, CUcontext ctx, unsigned long long id) {
+    const struct pf_options *o = pf_options();
+    size_t size = o->chunk < o->staging ? o->chunk : o->staging;
+    size_t n = size ? o->staging / size : 0;
+    if (n > MAX_SLOTS)
+        n = MAX_SLOTS;
+    *c = (struct pf_context){.handle = ctx, .slot_size = size};
+    pthread_mutex_init(&c->lock, NULL);
+    CUcontext cur = NULL;
+    int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
+                 PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
+    void *block = NULL;
+    /* portable: any context may copy from it; halve until the driver agrees */
+    while (n && PF_CALL(cuMemHostAlloc, &block, n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+        n /= 2;
+    int k = 0;
+    for (; k < (int)n; k++) {
+        c->slots[k].mem = (char *)block + (size_t)k * size;
+        if (PF_CALL(cuEventCreate, &c->slots[k].ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+            break;
+    }
+    if (!k && block)
+        PF_CALL(cuMemFreeHost, block);
+    if (pushed)
+        PF_CALL(cuCtxPopCurrent_v2, &cur);
+    if (!k) {
+        if (o->staging)
+            pf_msg_once(warned_pinned, PF_WARNING,
+                        "context %llu: could not pin %zu bytes of staging memory; its pageable copies pass through",
+                        id, size);
+    } else {
+        pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
+        __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
+        c->nslots = k;
+        c->block = block;
+        pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", id, k, size >> 10);
+    }
+    __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED);
+}
+
+static struct pf_context *find(unsigned long long id) {
+    int n = __atomic_load_n(&ncontexts, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&contexts[i]->id, __ATOMIC_ACQUIRE) == id)
+            return contexts[i];
+    return NULL;
+}
+
+/* The record of the context a copy on `stream` runs in, made on first use:
+ * a stream's context, which may not be the current one, owns the copy's
+ * slots and events. */
+struct pf_context *pf_context_of(CUstream stream) {
+    CUcontext ctx = NULL;
+    unsigned long long id;
+    CUresult r = stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD
+                     ? PF_CALL(cuCtxGetCurrent, &ctx)
+                     : PF_CALL(cuStreamGetCtx, stream, &ctx);
+    if (r != CUDA_SUCCESS || !ctx || !pf_context_id(ctx, &id))
+        return NULL;
+    struct pf_context *c = find(id);
+    if (c)
+        return c;
+    pthread_mutex_lock(&contexts_lock);
+    if (!(c = find(id))) {
+        for (int i = 0; i < ncontexts && !c; i++) /* a destroyed context's record */
+            if (!contexts[i]->id)
+                c = contexts[i];
+        if (!c && ncontexts < MAX_CONTEXTS && (c = calloc(1, sizeof *c))) {
+            contexts[ncontexts] = c;
+            __atomic_store_n(&ncontexts, ncontexts + 1, __ATOMIC_RELEASE);
+        } else if (!c) {
+            pf_msg_once(warned_contexts, PF_WARNING,
+                        "more than %d CUDA contexts at once; copies in new ones pass through", MAX_CONTEXTS);
+        }
+        if (c)
+            create(c, ctx, id);
+    }
+    pthread_mutex_unlock(&contexts_lock);
+    return c;
+}
+
+void pf_engine_context_gone(CUcontext ctx) {
+    pthread_mutex_lock(&contexts_lock);
+    for (int i = 0; i < ncontexts; i++) {
+        struct pf_context *c = contexts[i];
+        if (!c->id || c->handle != ctx)
+            continue;
+        /* the driver freed the slots and events with the context */
+        if (c->block)
+            pf_hostmap_remove(c->block, &(struct pf_range){0});
+        __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&contexts_lock);
+}
+
+
+
+/* The next free slot, taking them in turn: a slot the workers copied out
+ * of keeps its lines in their caches for a while, and a DMA into lines
+ * that must first be snooped out of a core's cache runs at 21 GB/s against
+ * 50 (probe_poll, engine v10).  Taken in turn, a slot comes back after
+ * PINFAST_STAGING of other chunks.  A slot fenced on another stream is
+ * taken only once its fence is over: that stream may wait for something
+ * this copy's caller is yet to do.  Called with the lock held. */
+struct pf_slot *pf_slot_take(struct pf_context *c, uintptr_t who) {
+    for (int k = 0; k < c->nslots; k++) {
+        int i = (c->turn + k) % c->nslots;
+        struct pf_slot *s = &c->slots[i];
+        if (s->busy || (s->fenced && s->owner != who && PF_CALL(cuEventQuery, s->ev) != CUDA_SUCCESS))
+            continue;
+        if (s->owner != who)
+            s->fenced = 0;
+        c->turn = (i + 1) % c->nslots;
+        s->busy = 1;
+        return s;
+    }
+    return NULL;
+}
+
+/* Takes up to `want` slots, none if none is free: the copy then passes
+ * through rather than wait for other copies, whose streams may wait for
+ * this caller.  A copy holds at most half the slots, so copies in the other
+ * direction proceed. */
+int pf_slots_acquire(struct pf_context *c, struct pf_chunk *h, int want, uintptr_t who) {
+    int n = 0;
+    struct pf_slot *s;
+    pthread_mutex_lock(&c->lock);
+    while (n < want && (s = pf_slot_take(c, who)))
+        h[n++] = (struct pf_chunk){.s = s, .phase = IDLE};
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+void pf_slots_release(struct pf_context *c, struct pf_chunk *h, int n) {
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < n; i++)
+        h[i].s->busy = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+
+/* This thread's chunks in hand, on the heap: as a local array they took
+ * 140 KB of stack, more than some threads have at all.  Freed with the
+ * thread; NULL, and the copy passes through, if there is no memory. */
+static pthread_key_t held_key;
+static pthread_once_t held_once = PTHREAD_ONCE_INIT;
+static __thread struct pf_chunk *held_mine;
+static __thread int held_cap;
+
+static void held_key_create(void) { pthread_key_create(&held_key, free); }
+
+struct pf_chunk *pf_chunks_array(int n) {
+    if (held_cap >= n)
+        return held_mine;
+    pthread_once(&held_once, held_key_create);
+    struct pf_chunk *h = aligned_alloc(_Alignof(struct pf_chunk), (size_t)n * sizeof *h);
+    if (!h)
+        return NULL;
+    free(held_mine);
+    held_mine = h;
+    held_cap = n;
+    pthread_setspecific(held_key, h);
+    return h;
+}
+
+
+int pf_contexts_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
+
+void pf_contexts_counts(unsigned long long *pinned, int *contexts_made) {
+    *pinned = __atomic_load_n(&pinned_bytes, __ATOMIC_RELAXED);
+    *contexts_made = __atomic_load_n(&made, __ATOMIC_RELAXED);
+}
+
+/* In a forked child the parent's contexts are unusable; their memory stays
+ * mapped. */
+void pf_contexts_forked(void) {
+    ncontexts = live = made = 0;
+    pinned_bytes = 0;
+    pthread_mutex_init(&contexts_lock, NULL);
+}

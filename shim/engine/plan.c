@@ -1,0 +1,248 @@
+/* A staged copy's plan and its run loop: chunks of growing size, each cut
+ * into tasks for the workers, each DMA issued by the caller the moment its
+ * chunk is ready. */
+#include "staging.h"
+#include "../driver/driver.h"
+
+/* Takes the next chunk: the first ones are small, so that the first DMA
+ * starts early and a small copy still overlaps copying and DMA.  A D2H copy
+ * ends on smaller chunks too: its last chunk's copy-out is time nothing else
+ * overlaps (~30 us for 2 MiB, engine v9 timeline). */
+static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
+    size_t left = p->x->bytes - p->next;
+    h->taken_ns = pf_stamp(p->debug);
+    h->landed_ns = 0;
+    h->logged = 0;
+    h->off = p->next;
+    h->len = left < p->ramp ? left : p->ramp;
+    if (p->x->dir == PF_DIR_D2H && h->len >= TAIL_SPLIT && left < 2 * h->len) {
+        size_t half = (left / 2 + 4095) & ~(size_t)4095;
+        if (half < h->len)
+            h->len = half;
+    }
+    p->next += h->len;
+    p->nchunks++;
+    if (p->ramp < p->chunk)
+        p->ramp = p->ramp * 2 < p->chunk ? p->ramp * 2 : p->chunk;
+}
+
+/* Tasks of a chunk: several, so that the first (small) chunks are ready
+ * soon, none so small that handing it out costs more than doing it. */
+size_t pf_task_size(size_t len) {
+    size_t task = (len / SPLIT + 4095) & ~(size_t)4095;
+    if (task > MAX_TASK)
+        task = MAX_TASK;
+    if (task < MIN_TASK)
+        task = MIN_TASK;
+    if (task < (len + MAX_SPLIT - 1) / MAX_SPLIT)
+        task = (len + MAX_SPLIT - 1) / MAX_SPLIT;
+    return task;
+}
+
+/* Queues a host copy as tasks of `task` bytes; returns how many. */
+int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
+               enum pf_host_copy kind, size_t task) {
+    int n = 0;
+    for (size_t done = 0; done < len; done += task, n++)
+        tasks[n] = (struct pf_task){.dst = dst + done, .src = src + done,
+                                    .len = len - done < task ? len - done : task, .kind = kind};
+    pf_task_submit(tasks, n);
+    return n;
+}
+
+/* Queues the host side of the slot's chunk as tasks between the slot and the
+ * program's memory. */
+static void split(const struct pf_plan *p, struct pf_chunk *h) {
+    char *user = (char *)p->x->host + h->off;
+    int h2d = p->x->dir == PF_DIR_H2D;
+    h->phase = COPYING;
+    size_t task = p->lean ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS : pf_task_size(h->len);
+    h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind, task);
+}
+
+
+
+static void wait_tasks(struct pf_chunk *h) {
+    for (int i = 0; i < h->ntasks; i++)
+        pf_task_wait(&h->tasks[i]);
+    h->ntasks = 0;
+}
+
+/* CUDA_SUCCESS once the slot's last DMA is complete, else CUDA_ERROR_NOT_READY
+ * (or the error the stream met). */
+static CUresult unfence(struct pf_slot *s) {
+    if (!s->fenced)
+        return CUDA_SUCCESS;
+    CUresult r = PF_CALL(cuEventQuery, s->ev);
+    if (r == CUDA_SUCCESS)
+        s->fenced = 0;
+    return r;
+}
+
+static void pause(void) {
+    for (int k = 0; k < POLL_PAUSES; k++)
+        pf_relax();
+}
+
+/* Returns once the slot's fence is over (or its stream met an error):
+ * polls POLL_NS, then sleeps in the driver, which waits as the plain
+ * driver's own copies do. */
+static CUresult await(struct pf_slot *s) {
+    uint64_t t0 = pf_now_ns();
+    CUresult r;
+    while ((r = unfence(s)) == CUDA_ERROR_NOT_READY) {
+        if (pf_now_ns() - t0 > POLL_NS) {
+            if ((r = PF_CALL(cuEventSynchronize, s->ev)) == CUDA_SUCCESS)
+                s->fenced = 0;
+            return r;
+        }
+        pause();
+    }
+    return r;
+}
+
+static int copying(const struct pf_chunk *h, int nh) {
+    for (int i = 0; i < nh; i++)
+        if (h[i].phase == COPYING)
+            return 1;
+    return 0;
+}
+
+/* Issues the DMA of a held chunk and fences its slot. */
+static CUresult dma(struct pf_plan *p, struct pf_chunk *h) {
+    const struct pf_xfer *x = p->x;
+    h->dma_ns = pf_stamp(p->debug);
+    CUresult r = x->dir == PF_DIR_H2D
+                     ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
+                     : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
+    if (r != CUDA_SUCCESS)
+        return r;
+    h->dma_end_ns = pf_stamp(p->debug);
+    if (!p->first_dma_ns)
+        p->first_dma_ns = h->dma_end_ns;
+    r = PF_CALL(cuEventRecord, h->s->ev, x->stream);
+    if (r != CUDA_SUCCESS) {
+        /* no fence: make sure the DMA is over before the slot is reused */
+        PF_CALL(cuStreamSynchronize, x->stream);
+        return r;
+    }
+    h->s->fenced = 1;
+    h->s->owner = pf_fence_owner(x->stream);
+    return CUDA_SUCCESS;
+}
+
+static int tasks_done(const struct pf_chunk *h) {
+    /* tasks finish roughly in order: ask the last first */
+    for (int i = h->ntasks - 1; i >= 0; i--)
+        if (!pf_task_done(&h->tasks[i]))
+            return 0;
+    return 1;
+}
+
+/* More chunks to take, and no slot free to take them. */
+static int needs_slot(const struct pf_plan *p, const struct pf_chunk *h, int nh) {
+    if (p->next >= p->x->bytes)
+        return 0;
+    for (int i = 0; i < nh; i++)
+        if (h[i].phase == IDLE && !h[i].s->fenced)
+            return 0;
+    return 1;
+}
+
+/* A paced H2D with chunks left, as far ahead of its DMA as it may get:
+ * `filling` chunks being copied in, `dmas` fenced slots not seen done. */
+static int held_back(const struct pf_plan *p, int filling, int dmas) {
+    return p->lean && p->next < p->x->bytes && filling + dmas >= LEAN_AHEAD;
+}
+
+/* The caller polls: it issues each DMA the moment its chunk is ready and
+ * starts each host copy the moment its DMA is over, in whatever order the
+ * workers finish (the chunks are disjoint; a slow worker must not hold the
+ * copy engine up), so the copy engine is never idle while the caller does
+ * something else.  The caller copies itself only pieces small enough not to
+ * delay that (or everything, when there is no worker).
+ * H2D chunks go IDLE -> COPYING -> DMA'd, their slot fenced until the DMA is
+ * over; an asynchronous call returns once the program's memory has been
+ * read, the last DMAs possibly in flight, a synchronous one once they are
+ * over, as the plain driver's.  D2H chunks go IDLE -> DMA -> COPYING ->
+ * IDLE; the call returns with every byte in place. */
+CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max) {
+    int fifo[MAX_SLOTS]; /* fenced slots, in fence order: they complete in it */
+    int first = 0, count = 0, filling = 0; /* H2D chunks being copied in */
+    size_t retired = 0; /* bytes */
+    int h2d = p->x->dir == PF_DIR_H2D;
+    CUresult err = CUDA_SUCCESS;
+    for (int i = 0; i < nh; i++) /* fences left by earlier copies */
+        if (h[i].s->fenced)
+            fifo[(first + count++) % nh] = i;
+    while (retired < p->x->bytes && !err) {
+        int progress = 0;
+        /* DMAs that are over: D2H chunks to copy out, slots to reuse.  An
+         * H2D copy asks only when it needs a slot or is held back (paced):
+         * each question is a driver call, made while its finished tasks
+         * wait for their DMA (2-3 us late on 1 MiB copies, engine v9
+         * timeline) */
+        while (count && !err && (!h2d || needs_slot(p, h, nh) || held_back(p, filling, count))) {
+            struct pf_chunk *c = &h[fifo[first]];
+            CUresult q = unfence(c->s);
+            if (q == CUDA_ERROR_NOT_READY)
+                break;
+            if (q) {
+                err = q;
+            } else {
+                c->landed_ns = pf_stamp(p->debug);
+                if (c->phase == DMA)
+                    split(p, c);
+                else if (c->logged)
+                    p->log[c->logged - 1].landed = c->landed_ns;
+            }
+            first = (first + 1) % nh;
+            count--;
+            progress = 1;
+        }
+        for (int i = 0; i < nh && !err; i++) {
+            struct pf_chunk *c = &h[i];
+            if (c->phase == IDLE && !c->s->fenced && p->next < p->x->bytes &&
+                (!p->lean || (filling < LEAN_CHUNKS && !held_back(p, filling, count)))) {
+                take_chunk(p, c);
+                if (h2d) {
+                    split(p, c);
+                    filling++;
+                } else if (!(err = dma(p, c))) {
+                    c->phase = DMA;
+                    fifo[(first + count++) % nh] = i;
+                }
+                progress = 1;
+            } else if (c->phase == COPYING && tasks_done(c)) {
+                if (h2d && !(err = dma(p, c)))
+                    fifo[(first + count++) % nh] = i;
+                filling -= h2d;
+                if (p->debug)
+                    pf_timeline_account(p, c);
+                c->phase = IDLE;
+                retired += c->len;
+                progress = 1;
+            }
+        }
+        /* nothing moved: let the DMA run a little before asking the
+         * driver again, so the caller does not hammer its locks; when
+         * only the DMA can move, wait for the oldest one */
+        if (!progress && !pf_task_help(help_max)) {
+            if (count && !copying(h, nh))
+                err = await(h[fifo[first]].s);
+            else
+                pause();
+        }
+    }
+    if (!err && h2d && !p->x->async && count) { /* they complete in order */
+        err = await(h[fifo[(first + count - 1) % nh]].s);
+        for (; count && !err; count--, first = (first + 1) % nh)
+            h[fifo[first]].s->fenced = 0;
+    }
+    for (int i = 0; i < nh; i++) { /* after an error */
+        if (h[i].phase == COPYING)
+            wait_tasks(&h[i]); /* DMA-phase slots stay fenced for whoever comes next */
+        h[i].phase = IDLE;
+    }
+    return err;
+}

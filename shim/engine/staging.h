@@ -1,0 +1,156 @@
+/* Inside the engine: the staging slots of each context, the chunks a copy
+ * holds, its plan, and the tuning constants they share.  Only the engine's
+ * own files include this. */
+#ifndef PINFAST_STAGING_H
+#define PINFAST_STAGING_H
+
+#include "engine.h"
+#include "workers.h"
+#include "../base/clock.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define MAX_CONTEXTS 64
+#define MAX_SLOTS 256
+#define MAX_SPLIT 16           /* tasks per chunk */
+#define MIN_TASK (32u << 10)   /* smaller host copies cost more to hand out than to do */
+#define SPLIT 8                /* tasks a chunk is cut into, size permitting */
+#define MAX_TASK (256u << 10)
+#define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
+#define AUTO_STREAM_BELOW (128u << 20) /* H2D */
+/* An H2D copy with streaming stores from LEAN_FROM on is paced: it fills at
+ * most LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS, and keeps at
+ * most LEAN_AHEAD chunks filling or in DMA.  The DMA reading the slots
+ * slows while other slots take streaming stores, and twelve writers
+ * unpaced slowed it most (64 MiB: 41.3 GB/s, against 45.9 with six, engine
+ * v10 calls 15-17), but six write only ~37-43 GB/s beside a DMA, and twelve
+ * paced to the DMA's rate leave it at ~50 (tests/gpu/probe_h2dload, engine
+ * v12 call 2).  Twelve held at most five chunks ahead: 64 MiB 43.6 -> 45.8
+ * GB/s, 4 of 5 rounds higher (engine v12 call 3). */
+#define LEAN_FROM (32u << 20)
+#define LEAN_CHUNKS 4
+#define LEAN_TASKS 3
+#define LEAN_AHEAD 5
+#define AUTO_STREAM_FROM (64u << 20)   /* D2H */
+#define HELP_MAX MAX_TASK      /* a D2H caller copies no more than this at a time */
+/* An H2D caller busy with a 64 KiB task issues a chunk that is ready late:
+ * with no task over 32 KiB a 1 MiB H2D's first DMA starts 1.9 us sooner
+ * (median 9.9 -> 8.0 us); 1-64 MiB H2D measured level to +2% in four A/Bs
+ * (engine v14 calls 2-4, 7).  D2H keeps the larger help: a destination never
+ * touched faults in faster with the caller among the copiers (32 KiB for
+ * both directions: 4-64 MiB into fresh memory 3-9% slower, calls 2-3). */
+#define HELP_MAX_H2D MIN_TASK
+#define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
+#define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
+/* A caller with nothing to do but wait for a DMA polls this long, then
+ * sleeps in the driver: a copy queued behind a long kernel must not cost a
+ * core more than the plain driver's own wait. */
+#define POLL_NS 200000u
+
+struct pf_slot {
+    char *mem;
+    CUevent ev;
+    int fenced;        /* ev recorded after a DMA that may still use mem */
+    uintptr_t owner;   /* the stream the fence is on (see pf_fence_owner()) */
+    int busy;          /* held by a copy */
+};
+
+/* Pinned slots and events belong to one context.  Records are reused once
+ * their context is destroyed (id 0), never freed: a lookup reads them
+ * without the lock. */
+struct pf_context {
+    unsigned long long id;
+    CUcontext handle;
+    pthread_mutex_t lock;
+    int nslots;
+    int turn;          /* where the search for a free slot starts */
+    int landing;       /* slots held by asynchronous D2H chunks */
+    size_t slot_size;
+    void *block;       /* the slots' pinned memory */
+    struct pf_slot slots[MAX_SLOTS];
+};
+
+enum { IDLE, COPYING, DMA };
+
+/* A slot a copy holds, and the chunk it carries. */
+struct pf_chunk {
+    struct pf_slot *s;
+    size_t off, len; /* the chunk, within the copy */
+    int phase;       /* what the chunk waits for */
+    int ntasks;
+    /* debug log: an H2D chunk's DMA is seen done after the chunk retired,
+     * so that time goes straight into its line, log[logged - 1] (0: none) */
+    int logged;
+    uint64_t taken_ns, dma_ns, dma_end_ns, landed_ns;
+    struct pf_task tasks[MAX_SPLIT];
+};
+
+/* Who a fence belongs to: the stream handle, or for the per-thread default
+ * stream, which is one handle for many streams, the thread. */
+static inline uintptr_t pf_fence_owner(CUstream stream) {
+    return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
+}
+
+#define TIMELINE 24 /* chunks the debug log details */
+
+/* One chunk's times in the debug log: taken, DMA issued, its end seen, the
+ * host copy's first task started and last task ended, the chunk retired. */
+struct pf_chunk_log {
+    size_t off, len;
+    int slot;
+    uint64_t taken, dma, dma_end, landed, first, last, seen;
+    int ntasks;
+    struct { uint64_t start, end; int by; } tasks[MAX_SPLIT];
+};
+
+struct pf_plan {
+    const struct pf_xfer *x;
+    size_t chunk;          /* the largest chunk: a slot */
+    size_t ramp;           /* the next chunk's size, doubling up to chunk */
+    size_t next;           /* offset of the next chunk */
+    enum pf_host_copy kind;
+    int lean;              /* H2D paced: see LEAN_FROM */
+    /* for the debug log */
+    int debug, nchunks, ntasks, helped, nlog;
+    uint64_t t0, first_dma_ns, first_task_ns;
+    struct pf_chunk_log *log; /* TIMELINE of them */
+    const struct pf_slot *slots; /* the context's, to number them */
+};
+
+/* A time for the debug line; no clock read when nobody prints it. */
+static inline uint64_t pf_stamp(int debug) { return debug ? pf_now_ns() : 0; }
+
+/* contexts.c: the record of the context a copy on `stream` runs in, made
+ * (its slots with it) on first use; NULL when there is none to be had. */
+struct pf_context *pf_context_of(CUstream stream);
+/* Records of contexts that exist now. */
+int pf_contexts_live(void);
+/* The next free slot of c, taken in turn (lock held); NULL when none is. */
+struct pf_slot *pf_slot_take(struct pf_context *c, uintptr_t who);
+/* Takes up to `want` slots into h; gives them back. */
+int pf_slots_acquire(struct pf_context *c, struct pf_chunk *h, int want, uintptr_t who);
+void pf_slots_release(struct pf_context *c, struct pf_chunk *h, int n);
+/* This thread's array of n chunks in hand (heap, freed with the thread). */
+struct pf_chunk *pf_chunks_array(int n);
+/* What the report says of the staging memory. */
+void pf_contexts_counts(unsigned long long *pinned_bytes, int *contexts);
+void pf_contexts_forked(void);
+
+/* plan.c: the tasks of a host copy of len bytes, and cutting it into them
+ * (queued; returns how many). */
+size_t pf_task_size(size_t len);
+int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
+                      enum pf_host_copy kind, size_t task);
+/* Drives the copy's chunks through nh held slots until every byte moved. */
+CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
+
+/* landing.c: issues asynchronous D2H landings for a prefix of the copy;
+ * returns its length (the rest is staged synchronously). */
+size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind, CUresult *err);
+
+/* timeline.c (PINFAST_LOG=debug): a retired chunk's line, and the copy's. */
+void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h);
+void pf_timeline_print(const struct pf_plan *p);
+
+#endif

@@ -1,0 +1,45 @@
+/* The debug timeline of a staged copy (PINFAST_LOG=debug): per chunk, when
+ * it was taken, its DMA issued and seen done, its tasks run and by whom. */
+#include "staging.h"
+#include "../base/message.h"
+
+#include <stdio.h>
+
+/* What the debug log tells of a retired chunk. */
+void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
+    struct pf_chunk_log l = {.off = h->off, .len = h->len, .slot = (int)(h->s - p->slots),
+                          .taken = h->taken_ns, .dma = h->dma_ns, .dma_end = h->dma_end_ns,
+                          .landed = h->landed_ns, .seen = pf_now_ns()};
+    for (int i = 0; i < h->ntasks; i++) {
+        const struct pf_task *t = &h->tasks[i];
+        if (!l.first || t->started_ns < l.first)
+            l.first = t->started_ns;
+        if (t->ended_ns > l.last)
+            l.last = t->ended_ns;
+        l.tasks[l.ntasks++] = (__typeof__(l.tasks[0])){t->started_ns, t->ended_ns, t->by};
+        p->helped += !t->by;
+    }
+    if (!p->first_task_ns || l.first < p->first_task_ns)
+        p->first_task_ns = l.first;
+    if (p->nlog < TIMELINE) {
+        p->log[p->nlog++] = l;
+        h->logged = p->nlog;
+    }
+    p->ntasks += h->ntasks;
+}
+
+static double us(const struct pf_plan *p, uint64_t t) { return t ? (t - p->t0) / 1e3 : -1.0; }
+
+void pf_timeline_print(const struct pf_plan *p) {
+    for (int i = 0; i < p->nlog; i++) {
+        const struct pf_chunk_log *l = &p->log[i];
+        pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: taken %.1f dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
+               l->off, l->len, l->slot, us(p, l->taken), us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
+               us(p, l->last), us(p, l->seen));
+        char line[MAX_SPLIT * 24], *at = line;
+        for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
+            at += snprintf(at, sizeof line - (size_t)(at - line), " w%d:%.1f-%.1f", l->tasks[k].by,
+                           us(p, l->tasks[k].start), us(p, l->tasks[k].end));
+        pf_msg(PF_DEBUG, "    tasks%s", line);
+    }
+}
