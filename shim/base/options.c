@@ -24,7 +24,7 @@ struct option {
 
 static const char *const stats_names[] = {"off", "text", "json", NULL};
 static const char *const log_names[] = {"error", "warning", "info", "debug", NULL};
-static const char *const copy_names[] = {"memcpy", "stream", "auto", NULL};
+static const char *const host_copy_names[] = {"memcpy", "stream", "auto", NULL};
 
 #define KiB 1024LL
 #define MiB (1024LL * KiB)
@@ -59,9 +59,9 @@ static const struct option table[] = {
      "1: a pageable cuMemcpyDtoHAsync returns before its data lands (see docs/options.md)"},
     {"PINFAST_POOL", K_SIZE, F(pool_idle), "1G", 0, 1LL << 40, NULL,
      "freed pinned memory kept for reuse by later allocations; 0: no cache"},
-    {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "auto", 0, 0, copy_names,
+    {"PINFAST_COPY_H2D", K_ENUM, F(copy_h2d), "auto", 0, 0, host_copy_names,
      "how workers fill slots: memcpy, stream (non-temporal stores), auto (stream below 128M)"},
-    {"PINFAST_COPY_D2H", K_ENUM, F(copy_d2h), "auto", 0, 0, copy_names,
+    {"PINFAST_COPY_D2H", K_ENUM, F(copy_d2h), "auto", 0, 0, host_copy_names,
      "how workers empty slots into the program's memory: memcpy, stream, auto (stream from 64M)"},
     {"PINFAST_CALLSITES", K_INT, F(callsites), "256", 0, 1 << 20, NULL,
      "report call sites: walk the stack of 1 in N small copies (1: every copy; 0: off)"},

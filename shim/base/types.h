@@ -21,6 +21,13 @@ enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
 /* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
 enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };
 
+/* What the staging engine did, for the report. */
+struct pf_engine_stats {
+    unsigned long long copies, bytes, pinned_bytes;
+    int contexts, threads;
+    double worker_seconds; /* CPU time spent copying host memory */
+};
+
 /* Direction of a copy from the kinds of its two sides. */
 static inline enum pf_dir pf_dir_of(enum pf_mem src, enum pf_mem dst) {
     int sd = src == PF_MEM_DEVICE, dd = dst == PF_MEM_DEVICE;

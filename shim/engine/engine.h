@@ -20,11 +20,6 @@ struct pf_xfer {
  * stream capturing, a pointer the driver would reject, no pinned memory). */
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result);
 
-struct pf_engine_stats {
-    unsigned long long copies, bytes, pinned_bytes;
-    int contexts, threads;
-    double worker_seconds; /* CPU time spent copying host memory */
-};
 void pf_engine_stats(struct pf_engine_stats *out);
 
 /* The context was destroyed: its slots went with it. */

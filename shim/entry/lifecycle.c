@@ -47,5 +47,9 @@ __attribute__((destructor)) static void stop(void) {
         pf_options() && pf_log_level() >= PF_INFO && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
         pf_msg(PF_INFO, "no CUDA driver (libcuda.so.1) was loaded in this process: nothing to do");
     pf_trace_flush();
-    pf_stats_report();
+    struct pf_engine_stats staging;
+    struct pf_pool_stats pool;
+    pf_engine_stats(&staging);
+    pf_pool_stats(&pool);
+    pf_stats_report(&staging, &pool);
 }

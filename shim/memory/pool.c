@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-struct block {
+struct pinned_block {
     void *p;
     size_t size;
     unsigned flags;
@@ -23,37 +23,37 @@ struct block {
     unsigned long long ctx_id;
     uint64_t alloc_ns;         /* what a fresh one cost: the time a reuse saves */
     int idle;                  /* freed by the program, cached */
-    struct block *prev, *next; /* idle blocks, most recently freed last */
-    struct block *chain;       /* the next block of its bucket */
+    struct pinned_block *prev, *next; /* idle blocks, most recently freed last */
+    struct pinned_block *chain;       /* the next block of its bucket */
 };
 
 /* Every block by address, chained: a program holds at most thousands. */
 #define BUCKETS 1024
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct block *buckets[BUCKETS];
-static struct block *oldest, *newest;  /* idle list */
+static struct pinned_block *buckets[BUCKETS];
+static struct pinned_block *oldest, *newest;  /* idle list */
 static struct pf_pool_stats stats;
 
-static struct block **bucket(const void *p) {
+static struct pinned_block **bucket(const void *p) {
     uintptr_t a = (uintptr_t)p >> 12; /* pinned blocks are page-aligned */
     return &buckets[(a ^ (a >> 10)) % BUCKETS];
 }
 
-static struct block *find(const void *p) {
-    struct block *b = *bucket(p);
+static struct pinned_block *find(const void *p) {
+    struct pinned_block *b = *bucket(p);
     while (b && b->p != p)
         b = b->chain;
     return b;
 }
 
-static void unhash(struct block *b) {
-    struct block **at = bucket(b->p);
+static void unhash(struct pinned_block *b) {
+    struct pinned_block **at = bucket(b->p);
     while (*at != b)
         at = &(*at)->chain;
     *at = b->chain;
 }
 
-static void unlink_idle(struct block *b) {
+static void unlink_idle(struct pinned_block *b) {
     *(b->prev ? &b->prev->next : &oldest) = b->next;
     *(b->next ? &b->next->prev : &newest) = b->prev;
     b->prev = b->next = NULL;
@@ -68,7 +68,7 @@ void *pf_pool_take(int api, size_t size, unsigned flags) {
     if (!pf_options()->pool_idle || pf_capturing() || !pf_current_context(&ctx, &id))
         return NULL;
     pthread_mutex_lock(&lock);
-    struct block *b = newest;
+    struct pinned_block *b = newest;
     while (b && !(b->size == size && b->api == api && b->flags == flags && b->ctx_id == id))
         b = b->prev;
     if (b) {
@@ -83,7 +83,7 @@ void *pf_pool_take(int api, size_t size, unsigned flags) {
 }
 
 void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc_ns) {
-    struct block *b;
+    struct pinned_block *b;
     if (!pf_options()->pool_idle || !(b = calloc(1, sizeof *b)))
         return; /* an untracked block is freed by the driver, as without pinfast */
     if (!pf_current_context(&b->ctx, &b->ctx_id)) {
@@ -95,7 +95,7 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     b->api = api;
     b->flags = flags;
     b->alloc_ns = alloc_ns;
-    struct block *stale;
+    struct pinned_block *stale;
     pthread_mutex_lock(&lock);
     /* the driver gave out this address again: the old record belonged to a
      * context destroyed behind pinfast's back, which freed the block */
@@ -104,7 +104,7 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
             unlink_idle(stale);
         unhash(stale);
     }
-    struct block **at = bucket(p);
+    struct pinned_block **at = bucket(p);
     b->chain = *at;
     *at = b;
     pthread_mutex_unlock(&lock);
@@ -113,7 +113,7 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
 
 int pf_pool_free(void *p, CUresult *result) {
     pthread_mutex_lock(&lock);
-    struct block *b = find(p);
+    struct pinned_block *b = find(p);
     int idle = b && b->idle;
     pthread_mutex_unlock(&lock);
     if (!b)
@@ -130,7 +130,7 @@ int pf_pool_free(void *p, CUresult *result) {
     int cache = !pf_capturing() && pf_current_context(&ctx, &id) && id == b->ctx_id &&
                 PF_CALL(cuCtxSynchronize) == CUDA_SUCCESS;
     uint64_t synced = pf_now_ns() - t0;
-    struct block *trim = NULL;
+    struct pinned_block *trim = NULL;
     pthread_mutex_lock(&lock);
     stats.sync_seconds += (double)synced * 1e-9;
     if (b->idle) { /* another thread freed it meanwhile */
@@ -151,7 +151,7 @@ int pf_pool_free(void *p, CUresult *result) {
     stats.idle_bytes += b->size;
     /* over the cap: the least recently freed blocks go back to the driver */
     while (stats.idle_bytes > pf_options()->pool_idle && oldest) {
-        struct block *o = oldest;
+        struct pinned_block *o = oldest;
         unlink_idle(o);
         unhash(o);
         o->next = trim;
@@ -162,7 +162,7 @@ int pf_pool_free(void *p, CUresult *result) {
         stats.peak_idle_bytes = stats.idle_bytes;
     pthread_mutex_unlock(&lock);
     while (trim) {
-        struct block *o = trim;
+        struct pinned_block *o = trim;
         trim = o->next;
         PF_CALL(cuMemFreeHost, o->p);
         free(o);
@@ -180,11 +180,11 @@ void pf_pool_stats(struct pf_pool_stats *out) {
 /* The driver freed the context's blocks with it: forget them, idle or in
  * the program's hands, and their host-map entries. */
 void pf_pool_context_gone(CUcontext ctx) {
-    struct block *dead = NULL;
+    struct pinned_block *dead = NULL;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < BUCKETS; i++)
-        for (struct block **at = &buckets[i]; *at;) {
-            struct block *b = *at;
+        for (struct pinned_block **at = &buckets[i]; *at;) {
+            struct pinned_block *b = *at;
             if (b->ctx != ctx) {
                 at = &b->chain;
                 continue;
@@ -197,7 +197,7 @@ void pf_pool_context_gone(CUcontext ctx) {
         }
     pthread_mutex_unlock(&lock);
     while (dead) {
-        struct block *b = dead;
+        struct pinned_block *b = dead;
         dead = b->next;
         pf_hostmap_remove(b->p, &(struct pf_range){0});
         free(b);

@@ -41,7 +41,7 @@ struct counts {
     uint64_t calls_fix, bytes, ticks, samples, estimated;
 };
 
-struct slot {
+struct site_entry {
     uint64_t key; /* hash of the frames; 0: free */
     int ready;    /* frames written */
     int nframes;
@@ -49,7 +49,7 @@ struct slot {
     struct counts c;
 };
 
-static struct slot table[SITES];
+static struct site_entry table[SITES];
 static struct counts other;
 static uintptr_t own_lo, own_hi; /* pinfast's own mapping */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -116,7 +116,7 @@ static uint64_t hash(void *const *f, int n) {
 static struct counts *slot_for(void *const *f, int n) {
     uint64_t key = hash(f, n);
     for (unsigned i = 0; i < SITES; i++) {
-        struct slot *s = &table[(key + i) % SITES];
+        struct site_entry *s = &table[(key + i) % SITES];
         uint64_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
         if (!k && __atomic_compare_exchange_n(&s->key, &k, key, 0, __ATOMIC_ACQ_REL,
                                               __ATOMIC_ACQUIRE)) {
@@ -262,7 +262,7 @@ int pf_callsite_collect(struct pf_site *sites, int max, struct pf_site *rest) {
     memset(rest, 0, sizeof *rest);
     add_counts(rest, &other);
     for (int i = 0; i < SITES; i++) {
-        const struct slot *t = &table[i];
+        const struct site_entry *t = &table[i];
         if (!__atomic_load_n(&t->key, __ATOMIC_RELAXED))
             continue;
         if (!__atomic_load_n(&t->ready, __ATOMIC_ACQUIRE)) { /* claimed this instant */

@@ -2,7 +2,7 @@
 #ifndef PINFAST_STATS_H
 #define PINFAST_STATS_H
 
-#include "../memory/hostmap.h"
+#include "../base/types.h"
 #include "../base/options.h"
 
 #include <stddef.h>
@@ -77,8 +77,10 @@ static inline void pf_stats_touch(void) {
         __atomic_store_n(&pf_stats_used, 1, __ATOMIC_RELAXED);
 }
 
-/* Writes the report per PINFAST_STATS; calls no CUDA. */
-void pf_stats_report(void);
+/* Writes the report per PINFAST_STATS, with what the engine and the pool
+ * did (the caller asks them: observe/ calls neither); calls no CUDA. */
+struct pf_pool_stats;
+void pf_stats_report(const struct pf_engine_stats *staging, const struct pf_pool_stats *pool);
 
 /* Around fork(): the prepare holds the lock of the threads' counters, the
  * parent releases it; in the child nothing the parent counted is the child's. */
