@@ -7,8 +7,9 @@
 void *pf_real_table[PF_NSYMBOLS];
 
 #define PF_NAME_(name) #name,
+#define PF_NAME_WRAPPED_(family, opens, shape, ptds, name) #name,
 static const char *const names[PF_NSYMBOLS] = {
-    PF_WRAPPED(PF_NAME_) [PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
+    PF_WRAPPED(PF_NAME_WRAPPED_) [PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
 
 static void *no_dlsym(void *handle, const char *name) {
     (void)handle, (void)name;

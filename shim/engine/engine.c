@@ -7,47 +7,16 @@
  * "fenced" by an event recorded after it; it is reused only once the event
  * has completed.  See docs/design.md. */
 #include "staging.h"
+#include "route.h"
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
-#include "../memory/classify.h"
 #include "../memory/pending.h"
 
 static unsigned long long staged_copies, staged_bytes;
 
-/* Why a copy may not be staged, checked before touching anything, so that a
- * copy the driver would reject reaches the driver and gets its own error.
- * While any capture runs, pinfast's queries and waits could invalidate it
- * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
- * allowed: everything passes through.  The device side must be device
- * memory: managed and mapped host memory are read by the host the moment
- * the plain call returns. */
-static int stageable(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
-    const struct pf_options *o = pf_options();
-    if (!o->stage || !o->staging || !x->bytes || x->bytes < o->min_size || !x->host ||
-        pf_capturing() || pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
-        return 0;
-    mark[0] = pf_stamp(debug);
-    CUstreamCaptureStatus cs;
-    if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return 0;
-    mark[1] = pf_stamp(debug);
-    unsigned type = 0;
-    int managed = 0;
-    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
-    void *vals[2] = {&type, &managed};
-    CUdeviceptr base;
-    size_t size;
-    if (PF_CALL(cuPointerGetAttributes, 2, attrs, vals, x->dev) != CUDA_SUCCESS ||
-        type != CU_MEMORYTYPE_DEVICE || managed ||
-        PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
-        return 0;
-    return x->dev - base <= size && x->bytes <= size - (x->dev - base);
-}
-
-/* The staged copy, once stageable() and the context's slots allow it. */
+/* The staged copy, once pf_route_confirm() and the context's slots allow it. */
 static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t t0, uint64_t mark[2]) {
     uint64_t ts = pf_stamp(debug);
     struct pf_context *c = pf_context_of(x->stream);
@@ -142,7 +111,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
     int debug = pf_log_level() >= PF_DEBUG;
     uint64_t t0 = pf_stamp(debug), mark[2];
-    if (!stageable(x, debug, mark))
+    if (!pf_route_confirm(x, debug, mark))
         return 0;
     /* a staged copy is no cancellation point, as the driver's own is not:
      * cancelled in a wait, its thread would leave slots and locks held */

@@ -15,9 +15,10 @@ struct pf_xfer {
     int async;          /* the *Async form: no stream synchronisation before an H2D */
 };
 
-/* Stages the copy and returns 1 with the call's result in *result, or
- * returns 0 having done nothing, when the copy must pass through (too small,
- * stream capturing, a pointer the driver would reject, no pinned memory). */
+/* Stages a copy pf_route_linear (route.h) found worth staging, and returns
+ * 1 with the call's result in *result, or returns 0 having done nothing,
+ * when the copy must pass through after all (pf_route_confirm said so: a
+ * capture, a pointer the driver would reject; or no pinned memory). */
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result);
 
 void pf_engine_stats(struct pf_engine_stats *out);

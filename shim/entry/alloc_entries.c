@@ -1,16 +1,18 @@
-/* The allocation entry points: counted, and host memory the program pins or
- * maps is recorded so that copies can tell it from pageable memory. */
+/* The allocation entry points, made from the table (PF_ALLOC_ENTRIES):
+ * counted, and host memory the program pins or maps is recorded so that
+ * copies can tell it from pageable memory. */
 #include "entry.h"
-#include "../observe/latepin.h"
+#include "../memory/hostmap.h"
 #include "../memory/pool.h"
+#include "../observe/latepin.h"
 
-#define TIMED(api, bytes, call, on_success)                                    \
+#define TIMED(family, bytes, call, on_success)                                 \
     do {                                                                       \
         if (!pf_enter())                                                       \
             return call;                                                       \
         uint64_t t0_ = pf_ticks();                                             \
         CUresult r_ = call;                                                    \
-        pf_stats_alloc(api, bytes, pf_ticks_since(t0_), r_);                   \
+        pf_observe_alloc(PF_API_##family, bytes, pf_ticks_since(t0_), r_);     \
         if (r_ == CUDA_SUCCESS)                                                \
             on_success;                                                        \
         return r_;                                                             \
@@ -18,7 +20,7 @@
 
 /* A block leaves the map before the driver frees it: once freed, its address
  * may come back from another thread's allocation, whose entry must survive. */
-#define FREED(api, ptr, call)                                                  \
+#define FREED(family, ptr, call)                                               \
     do {                                                                       \
         if (!pf_enter())                                                       \
             return call;                                                       \
@@ -26,28 +28,16 @@
         int had_ = pf_hostmap_remove((const void *)(ptr), &old_);              \
         uint64_t t0_ = pf_ticks();                                             \
         CUresult r_ = call;                                                    \
-        pf_stats_alloc(api, 0, pf_ticks_since(t0_), r_);                       \
+        pf_observe_alloc(PF_API_##family, 0, pf_ticks_since(t0_), r_);         \
         if (r_ != CUDA_SUCCESS && had_)                                        \
             pf_hostmap_add((const void *)old_.base, old_.end - old_.base, old_.kind, old_.flags); \
         return r_;                                                             \
     } while (0)
 
-/* Pinned allocations come from the pool when it has a block of that exact
- * kind, and go to it when freed. */
-static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flags) {
-    uint64_t t0 = pf_ticks();
-    void *p = pp && n ? pf_pool_take(api, n, flags) : NULL;
-    CUresult r = CUDA_SUCCESS;
-    if (p) {
-        *pp = p;
-    } else {
-        r = api == PF_API_HOST_ALLOC
-                ? PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags)
-                : PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n);
-        if (r == CUDA_SUCCESS)
-            pf_pool_adopt(*pp, api, n, flags, pf_ticks_to_ns(pf_ticks_since(t0)));
-    }
-    pf_stats_alloc(api, n, pf_ticks_since(t0), r);
+/* A pinned allocation that succeeded or failed (r), t0 ticks ago. */
+static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned flags,
+                            uint64_t t0, CUresult r) {
+    pf_observe_alloc(api, n, pf_ticks_since(t0), r);
     if (r == CUDA_SUCCESS) {
         pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags);
         pf_latepin_alloc(*pp, n);
@@ -55,60 +45,64 @@ static CUresult pinned(enum pf_alloc_api api, void **pp, size_t n, unsigned flag
     return r;
 }
 
-PF_API CUresult cuMemHostAlloc(void **pp, size_t n, unsigned int flags) {
-    if (!pf_enter())
-        return PF_PASS(PF_S_cuMemHostAlloc, cuMemHostAlloc, pp, n, flags);
-    return pinned(PF_API_HOST_ALLOC, pp, n, flags);
-}
+/* Pinned allocations come from the pool when it has a block of that exact
+ * kind, and go to it when freed. */
+#define PINNED(family, pp, n, flags, call)                                     \
+    do {                                                                       \
+        if (!pf_enter())                                                       \
+            return call;                                                       \
+        uint64_t t0_ = pf_ticks();                                             \
+        void *p_ = (pp) && (n) ? pf_pool_take(PF_API_##family, n, flags) : NULL; \
+        CUresult r_ = CUDA_SUCCESS;                                            \
+        if (p_)                                                                \
+            *(pp) = p_;                                                        \
+        else if ((r_ = call) == CUDA_SUCCESS)                                  \
+            pf_pool_adopt(*(pp), PF_API_##family, n, flags, pf_ticks_to_ns(pf_ticks_since(t0_))); \
+        return pinned_done(PF_API_##family, pp, n, flags, t0_, r_);            \
+    } while (0)
 
-PF_API CUresult cuMemAllocHost_v2(void **pp, size_t n) {
-    if (!pf_enter())
-        return PF_PASS(PF_S_cuMemAllocHost_v2, cuMemAllocHost_v2, pp, n);
-    return pinned(PF_API_ALLOC_HOST, pp, n, 0);
-}
-
-PF_API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) {
-    TIMED(PF_API_HOST_REGISTER, n, PF_PASS(PF_S_cuMemHostRegister_v2, cuMemHostRegister_v2, p, n, flags),
-          pf_hostmap_add(p, n, PF_MEM_PINNED, flags));
-}
-
-PF_API CUresult cuMemAllocManaged(CUdeviceptr *dp, size_t n, unsigned int flags) {
-    TIMED(PF_API_ALLOC_MANAGED, n, PF_PASS(PF_S_cuMemAllocManaged, cuMemAllocManaged, dp, n, flags),
-          pf_hostmap_add((void *)*dp, n, PF_MEM_MANAGED, flags));
-}
-
-PF_API CUresult cuMemAlloc_v2(CUdeviceptr *dp, size_t n) {
-    TIMED(PF_API_ALLOC, n, PF_PASS(PF_S_cuMemAlloc_v2, cuMemAlloc_v2, dp, n), (void)0);
-}
-PF_API CUresult cuMemAllocAsync(CUdeviceptr *dp, size_t n, CUstream s) {
-    TIMED(PF_API_ALLOC_ASYNC, n, PF_PASS(PF_S_cuMemAllocAsync, cuMemAllocAsync, dp, n, s), (void)0);
-}
-PF_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dp, size_t n, CUstream s) {
-    TIMED(PF_API_ALLOC_ASYNC, n, PF_PASS(PF_S_cuMemAllocAsync_ptsz, cuMemAllocAsync, dp, n, s), (void)0);
-}
-PF_API CUresult cuMemFreeAsync(CUdeviceptr dp, CUstream s) {
-    TIMED(PF_API_FREE_ASYNC, 0, PF_PASS(PF_S_cuMemFreeAsync, cuMemFreeAsync, dp, s), (void)0);
-}
-PF_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dp, CUstream s) {
-    TIMED(PF_API_FREE_ASYNC, 0, PF_PASS(PF_S_cuMemFreeAsync_ptsz, cuMemFreeAsync, dp, s), (void)0);
-}
+#define WRAP_HOST_ALLOC(family, ptds, sym)                                     \
+    PF_API CUresult sym(void **pp, size_t n, unsigned int flags) {             \
+        PINNED(family, pp, n, flags, PF_CALL(sym, pp, n, flags));              \
+    }
+#define WRAP_ALLOC_HOST(family, ptds, sym)                                     \
+    PF_API CUresult sym(void **pp, size_t n) { PINNED(family, pp, n, 0, PF_CALL(sym, pp, n)); }
+#define WRAP_HOST_REGISTER(family, ptds, sym)                                  \
+    PF_API CUresult sym(void *p, size_t n, unsigned int flags) {               \
+        TIMED(family, n, PF_CALL(sym, p, n, flags), pf_hostmap_add(p, n, PF_MEM_PINNED, flags)); \
+    }
+/* managed memory is in the map too */
+#define WRAP_ALLOC_MANAGED(family, ptds, sym)                                  \
+    PF_API CUresult sym(CUdeviceptr *dp, size_t n, unsigned int flags) {       \
+        TIMED(family, n, PF_CALL(sym, dp, n, flags),                           \
+              pf_hostmap_add((void *)*dp, n, PF_MEM_MANAGED, flags));          \
+    }
+#define WRAP_ALLOC(family, ptds, sym)                                          \
+    PF_API CUresult sym(CUdeviceptr *dp, size_t n) { TIMED(family, n, PF_CALL(sym, dp, n), (void)0); }
+#define WRAP_ALLOC_ASYNC(family, ptds, sym)                                    \
+    PF_API CUresult sym(CUdeviceptr *dp, size_t n, CUstream s) {               \
+        TIMED(family, n, PF_CALL(sym, dp, n, s), (void)0);                     \
+    }
+#define WRAP_FREE_ASYNC(family, ptds, sym)                                     \
+    PF_API CUresult sym(CUdeviceptr dp, CUstream s) { TIMED(family, 0, PF_CALL(sym, dp, s), (void)0); }
 
 /* The pool's blocks stay with the pool; others (and only pool blocks exist
  * while pinfast acts) go back to the driver. */
 static CUresult free_host(void *p) {
     CUresult r;
     if (!pf_pool_free(p, &r))
-        r = PF_PASS(PF_S_cuMemFreeHost, cuMemFreeHost, p);
+        r = PF_CALL(cuMemFreeHost, p);
     if (r == CUDA_SUCCESS)
         pf_latepin_free(p);
     return r;
 }
 
-PF_API CUresult cuMemFreeHost(void *p) { FREED(PF_API_FREE_HOST, p, free_host(p)); }
-PF_API CUresult cuMemHostUnregister(void *p) {
-    FREED(PF_API_HOST_UNREGISTER, p, PF_PASS(PF_S_cuMemHostUnregister, cuMemHostUnregister, p));
-}
+#define WRAP_FREE_HOST(family, ptds, sym)                                      \
+    PF_API CUresult sym(void *p) { FREED(family, p, free_host(p)); }
+#define WRAP_HOST_UNREGISTER(family, ptds, sym)                                \
+    PF_API CUresult sym(void *p) { FREED(family, p, PF_CALL(sym, p)); }
 /* managed memory is in the map too */
-PF_API CUresult cuMemFree_v2(CUdeviceptr dp) {
-    FREED(PF_API_FREE, dp, PF_PASS(PF_S_cuMemFree_v2, cuMemFree_v2, dp));
-}
+#define WRAP_FREE(family, ptds, sym)                                           \
+    PF_API CUresult sym(CUdeviceptr dp) { FREED(family, dp, PF_CALL(sym, dp)); }
+
+PF_ALLOC_ENTRIES(PF_WRAP)

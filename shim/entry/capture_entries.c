@@ -1,36 +1,25 @@
-/* The capture entry points, wrapped only to count the captures under way:
- * pinfast passes every copy and pinned free through while one runs. */
+/* The capture entry points, made from the table (PF_CAPTURE_ENTRIES) and
+ * wrapped only to count the captures under way: pinfast passes every copy
+ * and pinned free through while one runs. */
 #include "entry.h"
 #include "../driver/capture.h"
 
-#define BEGIN(sym, proto, ...)                                                  \
+#define BEGUN(call)                                                            \
     do {                                                                       \
         if (!pf_driver_load())                                                 \
-            return PF_PASS(sym, proto, __VA_ARGS__);                           \
-        return pf_capture_begun(PF_PASS(sym, proto, __VA_ARGS__));             \
+            return call;                                                       \
+        return pf_capture_begun(call);                                         \
     } while (0)
 
-PF_API CUresult cuStreamBeginCapture(CUstream s) {
-    BEGIN(PF_S_cuStreamBeginCapture, cuStreamBeginCapture, s);
-}
-PF_API CUresult cuStreamBeginCapture_ptsz(CUstream s) {
-    BEGIN(PF_S_cuStreamBeginCapture_ptsz, cuStreamBeginCapture, s);
-}
-PF_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m) {
-    BEGIN(PF_S_cuStreamBeginCapture_v2, cuStreamBeginCapture_v2, s, m);
-}
-PF_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode m) {
-    BEGIN(PF_S_cuStreamBeginCapture_v2_ptsz, cuStreamBeginCapture_v2, s, m);
-}
-#define TO_GRAPH_PARAMS                                                        \
-    (CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n, \
-     CUstreamCaptureMode m)
-PF_API CUresult cuStreamBeginCaptureToGraph TO_GRAPH_PARAMS {
-    BEGIN(PF_S_cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, s, g, deps, data, n, m);
-}
-PF_API CUresult cuStreamBeginCaptureToGraph_ptsz TO_GRAPH_PARAMS {
-    BEGIN(PF_S_cuStreamBeginCaptureToGraph_ptsz, cuStreamBeginCaptureToGraph, s, g, deps, data, n, m);
-}
+#define WRAP_BEGIN(family, ptds, sym)                                          \
+    PF_API CUresult sym(CUstream s) { BEGUN(PF_CALL(sym, s)); }
+#define WRAP_BEGIN_V2(family, ptds, sym)                                       \
+    PF_API CUresult sym(CUstream s, CUstreamCaptureMode m) { BEGUN(PF_CALL(sym, s, m)); }
+#define WRAP_BEGIN_TO_GRAPH(family, ptds, sym)                                 \
+    PF_API CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps,        \
+                        const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode m) { \
+        BEGUN(PF_CALL(sym, s, g, deps, data, n, m));                           \
+    }
 
 /* A capture ends whatever the call answers, if it was under way. */
 static CUresult end(enum pf_symbol sym, int ptsz, CUstream s, CUgraph *g) {
@@ -43,7 +32,7 @@ static CUresult end(enum pf_symbol sym, int ptsz, CUstream s, CUgraph *g) {
     return r;
 }
 
-PF_API CUresult cuStreamEndCapture(CUstream s, CUgraph *g) { return end(PF_S_cuStreamEndCapture, 0, s, g); }
-PF_API CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *g) {
-    return end(PF_S_cuStreamEndCapture_ptsz, 1, s, g);
-}
+#define WRAP_END(family, ptds, sym)                                            \
+    PF_API CUresult sym(CUstream s, CUgraph *g) { return end(PF_S_##sym, ptds, s, g); }
+
+PF_CAPTURE_ENTRIES(PF_WRAP)

@@ -1,7 +1,8 @@
 /* The entry points that destroy contexts: what pinfast holds in a context
  * (staging slots, pooled blocks, their host-map entries) goes with it, so
  * that its table never fills with dead contexts and new memory at a freed
- * address is never taken for pinfast's. */
+ * address is never taken for pinfast's.  Made from the table
+ * (PF_CONTEXT_ENTRIES). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../memory/pool.h"
@@ -40,17 +41,6 @@ static CUresult primary(enum pf_symbol sym, CUdevice dev, int reset) {
     return r;
 }
 
-PF_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-    return primary(PF_S_cuDevicePrimaryCtxRelease, dev, 0);
-}
-PF_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-    return primary(PF_S_cuDevicePrimaryCtxRelease_v2, dev, 0);
-}
-PF_API CUresult cuDevicePrimaryCtxReset(CUdevice dev) { return primary(PF_S_cuDevicePrimaryCtxReset, dev, 1); }
-PF_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-    return primary(PF_S_cuDevicePrimaryCtxReset_v2, dev, 1);
-}
-
 static CUresult destroy(enum pf_symbol sym, CUcontext ctx) {
     if (!pf_enter() || !ctx)
         return PF_PASS(sym, cuCtxDestroy_v2, ctx);
@@ -60,5 +50,11 @@ static CUresult destroy(enum pf_symbol sym, CUcontext ctx) {
     return r;
 }
 
-PF_API CUresult cuCtxDestroy(CUcontext ctx) { return destroy(PF_S_cuCtxDestroy, ctx); }
-PF_API CUresult cuCtxDestroy_v2(CUcontext ctx) { return destroy(PF_S_cuCtxDestroy_v2, ctx); }
+#define WRAP_PRIMARY_RELEASE(family, ptds, sym)                                \
+    PF_API CUresult sym(CUdevice dev) { return primary(PF_S_##sym, dev, 0); }
+#define WRAP_PRIMARY_RESET(family, ptds, sym)                                  \
+    PF_API CUresult sym(CUdevice dev) { return primary(PF_S_##sym, dev, 1); }
+#define WRAP_CTX_DESTROY(family, ptds, sym)                                    \
+    PF_API CUresult sym(CUcontext ctx) { return destroy(PF_S_##sym, ctx); }
+
+PF_CONTEXT_ENTRIES(PF_WRAP)

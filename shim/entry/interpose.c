@@ -6,7 +6,7 @@
 
 #include <dlfcn.h>
 
-#define PF_ADDR_(name) (void *)&name,
+#define PF_ADDR_(family, opens, shape, ptds, name) (void *)&name,
 static void *const wrappers[PF_NWRAPPED] = {PF_WRAPPED(PF_ADDR_)};
 #undef PF_ADDR_
 
@@ -38,21 +38,26 @@ dlsym(void *restrict handle, const char *restrict name) {
     return p;
 }
 
-PF_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
-                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
-    if (!pf_driver_load())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = PF_CALL(cuGetProcAddress_v2, symbol, pfn, version, flags, status);
+/* What the real cuGetProcAddress answered, with pinfast's wrapper in place
+ * of a real function it recognises. */
+static CUresult handed_out(CUresult r, void **pfn) {
     if (r == CUDA_SUCCESS && pfn)
         *pfn = swap(*pfn);
     return r;
 }
 
-PF_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags) {
-    if (!pf_driver_load())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = PF_CALL(cuGetProcAddress, symbol, pfn, version, flags);
-    if (r == CUDA_SUCCESS && pfn)
-        *pfn = swap(*pfn);
-    return r;
-}
+#define WRAP_LOOKUP(family, ptds, sym)                                         \
+    PF_API CUresult sym(const char *symbol, void **pfn, int version, cuuint64_t flags) { \
+        if (!pf_driver_load())                                                 \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        return handed_out(PF_CALL(sym, symbol, pfn, version, flags), pfn);     \
+    }
+#define WRAP_LOOKUP_V2(family, ptds, sym)                                      \
+    PF_API CUresult sym(const char *symbol, void **pfn, int version, cuuint64_t flags, \
+                        CUdriverProcAddressQueryResult *status) {              \
+        if (!pf_driver_load())                                                 \
+            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+        return handed_out(PF_CALL(sym, symbol, pfn, version, flags, status), pfn); \
+    }
+
+PF_LOOKUP_ENTRIES(PF_WRAP)

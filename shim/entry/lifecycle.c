@@ -5,7 +5,7 @@
 #include "../base/message.h"
 #include "../memory/pool.h"
 #include "../observe/trace.h"
-#include "../observe/stats.h"
+#include "../observe/observe.h"
 
 #include "../base/options.h"
 

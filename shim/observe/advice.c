@@ -64,7 +64,7 @@ int pf_advise(struct pf_advice *adv, double wall, const struct pf_engine_stats *
             "%llu buffers (%.1f MiB) were copied to the host and straight back with 64 "
             "sampled words unchanged: keep such data on the GPU",
             (unsigned long long)rt.calls, rt.bytes / 1048576.0);
-    struct pf_cell reg = pf_cell_of(&pf_alloc_counters[PF_API_HOST_REGISTER]);
+    struct pf_cell reg = pf_cell_of(&pf_alloc_counters[PF_API_cuMemHostRegister]);
     if (reg.calls >= 20)
         say(&adv[n++], "register-churn",
             "%llu cuMemHostRegister calls took %.3f s: register a buffer once and reuse it",

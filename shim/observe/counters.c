@@ -3,10 +3,7 @@
 #include "counters.h"
 #include "callsite.h"
 #include "latepin.h"
-#include "names.h"
-#include "trace.h"
 #include "../base/clock.h"
-#include "../base/options.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -15,20 +12,20 @@
 #define BLOCKS 256 /* threads counting at once in blocks of their own; more share one */
 
 /* Threads beyond BLOCKS, and a thread after its block went back: atomic adds. */
-static struct pf_thread_counters shared;
+struct pf_thread_counters pf_counters_shared;
 static struct pf_thread_counters *blocks; /* every block made, newest first; never freed */
 static int nblocks;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_key_t key;
 static int keyed; /* key made: a block can go back when its thread ends */
-static __thread struct pf_thread_counters *mine;
+__thread struct pf_thread_counters *pf_counters_mine;
 
 struct pf_counter pf_alloc_counters[PF_ALLOC_API_COUNT];
 int pf_stats_used;
 static uint64_t start_ns;
 
-static void add_atomic(struct pf_counter *c, size_t bytes, uint64_t ticks, int result) {
+void pf_counter_add_atomic(struct pf_counter *c, size_t bytes, uint64_t ticks, int result) {
     __atomic_fetch_add(&c->calls, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&c->ticks, ticks, __ATOMIC_RELAXED);
     if (result)
@@ -37,29 +34,10 @@ static void add_atomic(struct pf_counter *c, size_t bytes, uint64_t ticks, int r
         __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
 }
 
-/* No lock prefix: only this thread writes v. */
-static inline void bump(uint64_t *v, uint64_t by) {
-    __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
-}
-
-static inline void add(struct pf_thread_counters *b, struct pf_counter *c, size_t bytes, uint64_t ticks,
-                       int result) {
-    if (__builtin_expect(b == &shared, 0)) {
-        add_atomic(c, bytes, ticks, result);
-        return;
-    }
-    bump(&c->calls, 1);
-    bump(&c->ticks, ticks);
-    if (result)
-        bump(&c->errors, 1);
-    else
-        bump(&c->bytes, bytes);
-}
-
 /* A later destructor of the ending thread counts in the shared block. */
 static void thread_ends(void *p) {
     struct pf_thread_counters *b = p;
-    mine = &shared;
+    pf_counters_mine = &pf_counters_shared;
     pthread_mutex_lock(&lock);
     b->owned = 0;
     pthread_mutex_unlock(&lock);
@@ -69,7 +47,7 @@ static void make_key(void) { keyed = !pthread_key_create(&key, thread_ends); }
 
 /* This thread's block: one a thread that ended left, or a new one (mmap:
  * zero pages, touched only where counted), or the shared one. */
-__attribute__((cold)) static struct pf_thread_counters *claim(void) {
+__attribute__((cold)) struct pf_thread_counters *pf_counters_claim(void) {
     pthread_once(&once, make_key);
     struct pf_thread_counters *b = NULL;
     pthread_mutex_lock(&lock);
@@ -94,61 +72,7 @@ __attribute__((cold)) static struct pf_thread_counters *claim(void) {
         thread_ends(b);
         b = NULL;
     }
-    return mine = b ? b : &shared;
-}
-
-static inline struct pf_thread_counters *counters(void) {
-    struct pf_thread_counters *b = mine;
-    return __builtin_expect(b != NULL, 1) ? b : claim();
-}
-
-static int bucket(size_t bytes) {
-    int k = bytes ? 63 - __builtin_clzll((unsigned long long)bytes) : 0;
-    return k < PF_SIZE_BUCKETS ? k : PF_SIZE_BUCKETS - 1;
-}
-
-/* A call that ended just now and took ticks; out of line, so that the
- * common path saves no registers for it. */
-__attribute__((cold)) static void trace(const char *api, const char *dir, const char *mem,
-                                        const char *path, size_t bytes, uint64_t ticks,
-                                        int result) {
-    uint64_t ns = pf_ticks_to_ns(ticks);
-    pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result);
-}
-
-__thread struct pf_time_sampler pf_time_sampler;
-
-/* A thread's first small copies, and every copy when each is to be timed. */
-unsigned pf_time_weight_slow(void) {
-    struct pf_time_sampler *t = &pf_time_sampler;
-    if (t->small < PF_TIME_EXACT && ++t->small == PF_TIME_EXACT)
-        t->rng = (uint32_t)(uintptr_t)t * 2654435761u | 1; /* a stream per thread */
-    return 1;
-}
-
-void pf_stats_copy(enum pf_copy_api api, enum pf_dir dir, enum pf_mem mem, enum pf_path path,
-                   size_t bytes, uint64_t ticks, int result) {
-    struct pf_thread_counters *b = counters();
-    add(b, &b->copies[api][dir][mem][path], bytes, ticks, result);
-    add(b, &b->sizes[dir][bucket(bytes)], bytes, ticks, result);
-    if (!result && mem == PF_MEM_PAGEABLE && (dir == PF_DIR_H2D || dir == PF_DIR_D2H))
-        pf_latepin_copy(bytes);
-    if (__builtin_expect(pf_options()->trace != NULL, 0))
-        trace(pf_copy_api_names[api], pf_dir_names[dir], pf_mem_names[mem], pf_path_names[path], bytes, ticks,
-              result);
-    /* last, a tail call: its stack walks are no part of the traced call */
-    pf_callsite_copy(result ? 0 : bytes, ticks);
-}
-
-void pf_stats_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ticks, int result) {
-    add_atomic(&pf_alloc_counters[api], bytes, ticks, result);
-    if (pf_options()->trace)
-        trace(pf_alloc_api_names[api], "-", "-", "-", bytes, ticks, result);
-}
-
-void pf_stats_round_trip(size_t bytes) {
-    struct pf_thread_counters *b = counters();
-    add(b, &b->trips, bytes, 0, 0);
+    return pf_counters_mine = b ? b : &pf_counters_shared;
 }
 
 /* No thread is inside claim() or thread_ends() while the process forks. */
@@ -165,10 +89,10 @@ static void clear(struct pf_thread_counters *b) {
 
 void pf_stats_forked(void) {
     pthread_mutex_unlock(&lock);
-    clear(&shared);
+    clear(&pf_counters_shared);
     for (struct pf_thread_counters *b = blocks; b; b = b->next) {
         clear(b);
-        b->owned = b == mine;
+        b->owned = b == pf_counters_mine;
     }
     memset(pf_alloc_counters, 0, sizeof pf_alloc_counters);
     pf_callsite_reset();
@@ -179,7 +103,7 @@ void pf_stats_forked(void) {
 
 
 void pf_counters_each(void (*fn)(const struct pf_thread_counters *)) {
-    fn(&shared);
+    fn(&pf_counters_shared);
     pthread_mutex_lock(&lock);
     for (const struct pf_thread_counters *b = blocks; b; b = b->next)
         fn(b);

@@ -4,7 +4,7 @@
 #ifndef PINFAST_COUNTERS_H
 #define PINFAST_COUNTERS_H
 
-#include "stats.h"
+#include "observe.h"
 
 #include <stdint.h>
 
@@ -25,6 +25,44 @@ struct pf_thread_counters {
     struct pf_thread_counters *next;
     int owned; /* a running thread counts in it; under lock */
 };
+
+/* Threads beyond the blocks there are, and a thread after its block went
+ * back, count here with atomic adds. */
+extern struct pf_thread_counters pf_counters_shared;
+/* This thread's block; NULL until its first count. */
+extern __thread struct pf_thread_counters *pf_counters_mine;
+struct pf_thread_counters *pf_counters_claim(void);
+static inline struct pf_thread_counters *pf_counters(void) {
+    struct pf_thread_counters *b = pf_counters_mine;
+    return __builtin_expect(b != NULL, 1) ? b : pf_counters_claim();
+}
+
+void pf_counter_add_atomic(struct pf_counter *c, size_t bytes, uint64_t ticks, int result);
+
+/* No lock prefix: only this thread writes v. */
+static inline void pf_counter_bump(uint64_t *v, uint64_t by) {
+    __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + by, __ATOMIC_RELAXED);
+}
+
+/* Counts a call in block b's counter c; bytes count only on success. */
+static inline void pf_counter_add(struct pf_thread_counters *b, struct pf_counter *c, size_t bytes,
+                                  uint64_t ticks, int result) {
+    if (__builtin_expect(b == &pf_counters_shared, 0)) {
+        pf_counter_add_atomic(c, bytes, ticks, result);
+        return;
+    }
+    pf_counter_bump(&c->calls, 1);
+    pf_counter_bump(&c->ticks, ticks);
+    if (result)
+        pf_counter_bump(&c->errors, 1);
+    else
+        pf_counter_bump(&c->bytes, bytes);
+}
+
+static inline int pf_size_bucket(size_t bytes) {
+    int k = bytes ? 63 - __builtin_clzll((unsigned long long)bytes) : 0;
+    return k < PF_SIZE_BUCKETS ? k : PF_SIZE_BUCKETS - 1;
+}
 
 /* Allocation calls: rare, counted with atomic adds in one table. */
 extern struct pf_counter pf_alloc_counters[PF_ALLOC_API_COUNT];

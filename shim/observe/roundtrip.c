@@ -22,12 +22,6 @@
 
 #define REMEMBERED 8
 #define SAMPLES 64
-/* The digest reads 64 cache lines of the buffer on every D2H this size or
- * more: for a 4 KiB copy, the whole buffer again, on a call pinfast should
- * leave as it found it (4 KiB D2H copies ran 0.6 us slower under pinfast on
- * the H100, bench 001548, this among the causes); under pinfast's own
- * staging threshold a round trip costs the program little anyway. */
-#define MIN_BYTES (512u << 10)
 
 static __thread struct {
     const void *p;
@@ -49,18 +43,14 @@ static uint64_t digest(const void *p, size_t n) {
     return h;
 }
 
-void pf_roundtrip_d2h(const void *p, size_t n) {
-    if (n < MIN_BYTES || !p)
-        return;
+void pf_roundtrip_d2h_large(const void *p, size_t n) {
     unsigned k = next++ % REMEMBERED;
     seen[k].p = p;
     seen[k].n = n;
     seen[k].digest = digest(p, n);
 }
 
-int pf_roundtrip_h2d(const void *p, size_t n) {
-    if (n < MIN_BYTES || !p)
-        return 0;
+int pf_roundtrip_h2d_large(const void *p, size_t n) {
     for (int i = 0; i < REMEMBERED; i++)
         if (seen[i].p == p && seen[i].n == n) {
             seen[i].p = NULL; /* one trip back per trip out */

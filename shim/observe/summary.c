@@ -57,8 +57,9 @@ double pf_per_gib(double seconds, unsigned long long bytes) {
 }
 
 static int is_sync(int a) {
-    return a == PF_API_MEMCPY || a == PF_API_HTOD || a == PF_API_DTOH || a == PF_API_DTOD ||
-           a == PF_API_PEER || a == PF_API_M2D || a == PF_API_M2D_UNALIGNED || a == PF_API_M3D;
+    return a == PF_API_cuMemcpy || a == PF_API_cuMemcpyHtoD || a == PF_API_cuMemcpyDtoH ||
+           a == PF_API_cuMemcpyDtoD || a == PF_API_cuMemcpyPeer || a == PF_API_cuMemcpy2D ||
+           a == PF_API_cuMemcpy2DUnaligned || a == PF_API_cuMemcpy3D;
 }
 
 /* Whether a row's time inside the calls is its transfer's: a synchronous

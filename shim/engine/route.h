@@ -1,0 +1,69 @@
+/* The routing decision of a copy, made here and nowhere else: what its two
+ * sides are, which way it goes, what the report calls its host memory, and
+ * whether the engine stages it or the driver gets it.  The wrappers
+ * (entry/) classify nothing themselves; the engine checks nothing itself
+ * before staging but asks pf_route_confirm (route.c). */
+#ifndef PINFAST_ROUTE_H
+#define PINFAST_ROUTE_H
+
+#include "engine.h"
+#include "../base/options.h"
+#include "../base/types.h"
+#include "../memory/classify.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A side the API leaves open (cuMemcpy's, a host side), to be classified. */
+#define PF_MEM_OPEN PF_MEM_COUNT
+
+struct pf_route {
+    enum pf_mem src, dst; /* the kinds of the two sides */
+    enum pf_dir dir;
+    enum pf_mem host;     /* the host side's kind: the destination's for D2H, else the source's */
+    int stage;            /* pageable<->device, staging on, large enough: the engine may take it */
+};
+
+/* Direction and host kind of a copy whose sides are known. */
+static inline struct pf_route pf_route_of(enum pf_mem src, enum pf_mem dst) {
+    struct pf_route r = {.src = src, .dst = dst, .dir = pf_dir_of(src, dst), .stage = 0};
+    r.host = r.dir == PF_DIR_D2H ? dst : src;
+    return r;
+}
+
+/* A linear copy of n bytes; dk and sk are the kinds the API fixes, or
+ * PF_MEM_OPEN.  Inlined into each wrapper, where they are constants: the
+ * cheap checks only, so that a small copy pays for nothing more on its way
+ * to the driver. */
+static inline __attribute__((always_inline)) struct pf_route
+pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_mem sk) {
+    if (sk == PF_MEM_OPEN)
+        sk = pf_classify(src);
+    if (dk == PF_MEM_OPEN)
+        dk = pf_classify(dst);
+    struct pf_route r = pf_route_of(sk, dk);
+    r.stage = r.host == PF_MEM_PAGEABLE && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) &&
+              pf_options()->stage && n >= pf_options()->min_size;
+    return r;
+}
+
+/* One side of a 2D/3D copy, from its memory type and pointers. */
+static inline enum pf_mem pf_route_side(CUmemorytype type, const void *host, CUdeviceptr dev) {
+    switch (type) {
+    case CU_MEMORYTYPE_HOST: return pf_classify((uintptr_t)host);
+    case CU_MEMORYTYPE_UNIFIED: return pf_classify((uintptr_t)dev);
+    default: return PF_MEM_DEVICE; /* device memory or an array */
+    }
+}
+
+/* One operand of a 3D batch. */
+static inline enum pf_mem pf_route_operand(const CUmemcpy3DOperand *o) {
+    return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER ? pf_classify(o->op.ptr.ptr) : PF_MEM_DEVICE;
+}
+
+/* The last checks of a copy pf_route_linear found a candidate, made as the
+ * engine starts it, asking the driver; 1: the engine stages x.  mark[0] and
+ * mark[1] get the debug timeline's times after the first two. */
+int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]);
+
+#endif
