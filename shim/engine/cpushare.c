@@ -69,7 +69,7 @@ static int claim(struct table *t, int me) {
     return -1;
 }
 
-static void leave(void) {
+void pf_cpushare_exit(void) {
     int me = pid; /* the exchange writes what it found here when it fails */
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && me == getpid())
         __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED,
@@ -79,9 +79,7 @@ static void leave(void) {
 /* Under the lock: maps the table and claims a slot, once per process. */
 static int join(void) {
     if (!table) {
-        table = open_table();
-        if (table)
-            atexit(leave);
+        table = open_table(); /* the slot is given back at exit: pf_cpushare_exit */
     }
     pid = getpid();
     mine = table ? claim(table, pid) : -1;

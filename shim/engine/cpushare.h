@@ -9,6 +9,9 @@
  * at most every REFRESH_MS. */
 int pf_cpushare_staging(void);
 
+/* At exit: gives this process's slot back, if it has one. */
+void pf_cpushare_exit(void);
+
 /* In a forked child: it is another process, with a slot of its own. */
 void pf_cpushare_forked(void);
 

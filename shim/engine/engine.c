@@ -12,7 +12,6 @@
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
-#include "../memory/pending.h"
 
 static unsigned long long staged_copies, staged_bytes;
 
@@ -134,8 +133,5 @@ void pf_engine_stats(struct pf_engine_stats *out) {
 
 void pf_engine_forked(void) {
     pf_contexts_forked();
-    pf_capture_forked();
-    pf_pending_forked();
     staged_copies = staged_bytes = 0;
-    pf_workers_forked();
 }

@@ -26,7 +26,7 @@ void pf_engine_stats(struct pf_engine_stats *out);
 /* The context was destroyed: its slots went with it. */
 void pf_engine_context_gone(CUcontext ctx);
 
-/* In a forked child: no threads, no usable CUDA state. */
+/* In a forked child: no usable CUDA state (its contexts and their slots). */
 void pf_engine_forked(void);
 
 #endif

@@ -97,5 +97,4 @@ void pf_workerpool_forked(void) {
     pthread_mutex_init(&grow_lock, NULL);
     sized_for = gave_up = 0;
     sharing = 1;
-    pf_cpushare_forked();
 }

@@ -1,8 +1,6 @@
 /* Per-thread counters: each thread counts in a block of its own with plain
  * loads and stores; blocks outlive their threads and go to the next. */
 #include "counters.h"
-#include "callsite.h"
-#include "latepin.h"
 #include "../base/clock.h"
 
 #include <pthread.h>
@@ -76,8 +74,8 @@ __attribute__((cold)) struct pf_thread_counters *pf_counters_claim(void) {
 }
 
 /* No thread is inside claim() or thread_ends() while the process forks. */
-void pf_stats_fork_prepare(void) { pthread_mutex_lock(&lock); }
-void pf_stats_fork_done(void) { pthread_mutex_unlock(&lock); }
+void pf_counters_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void pf_counters_fork_done(void) { pthread_mutex_unlock(&lock); }
 
 /* Only the forking thread lives on in the child: it keeps its block, the
  * other threads' blocks are free for the child's new threads. */
@@ -87,7 +85,7 @@ static void clear(struct pf_thread_counters *b) {
     memset(&b->trips, 0, sizeof b->trips);
 }
 
-void pf_stats_forked(void) {
+void pf_counters_forked(void) {
     pthread_mutex_unlock(&lock);
     clear(&pf_counters_shared);
     for (struct pf_thread_counters *b = blocks; b; b = b->next) {
@@ -95,8 +93,6 @@ void pf_stats_forked(void) {
         b->owned = b == pf_counters_mine;
     }
     memset(pf_alloc_counters, 0, sizeof pf_alloc_counters);
-    pf_callsite_reset();
-    pf_latepin_reset();
     pf_stats_used = 0;
     start_ns = pf_now_ns();
 }

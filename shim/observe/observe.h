@@ -110,8 +110,8 @@ void pf_stats_report(const struct pf_engine_stats *staging, const struct pf_pool
 
 /* Around fork(): the prepare holds the lock of the threads' counters, the
  * parent releases it; in the child nothing the parent counted is the child's. */
-void pf_stats_fork_prepare(void);
-void pf_stats_fork_done(void);
-void pf_stats_forked(void);
+void pf_counters_fork_prepare(void);
+void pf_counters_fork_done(void);
+void pf_counters_forked(void);
 
 #endif
