@@ -58,8 +58,8 @@ static void grow(int want) {
         if (pthread_create(&th, &attr, pf_worker_main, (void *)(intptr_t)(n + 1)))
             break;
         __atomic_store_n(&pf_workers_started_, n + 1, __ATOMIC_RELEASE);
-        char name[16];
-        snprintf(name, sizeof name, "pinfast-w%d", n);
+        char name[16]; /* a thread's name has 15 bytes; n < PF_MAX_WORKERS, two digits */
+        snprintf(name, sizeof name, "pinfast-w%u", (unsigned)n % 100u);
         pthread_setname_np(th, name);
     }
     pthread_attr_destroy(&attr);
