@@ -3,7 +3,7 @@
  * ranges are recorded, then random addresses inside and between them are
  * looked up; every answer is checked, so the run also proves the map right.
  * Prints one line per N; run by CTest, which checks only the answers. */
-#include "../shim/hostmap.h"
+#include "../shim/memory/hostmap.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -47,6 +47,8 @@ static const struct option table[] = {
      "messages printed: error, warning, info or debug"},
     {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
      "0: never stage pageable copies (count them only)"},
+    {"PINFAST_HUGEPAGES", K_BOOL, F(hugepages), "1", 0, 1, NULL,
+     "advise huge pages for a D2H destination never touched (THP in madvise mode)"},
     {"PINFAST_THREADS", K_INT, F(threads), "0", 0, 64, NULL,
      "staging worker threads; 0: 16 per context staging, at most 3 of 4 CPUs"},
     {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL,

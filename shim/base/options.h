@@ -14,6 +14,7 @@ struct pf_options {
     const char *trace;      /* one line per intercepted call to this file; NULL: none */
     int log;                /* enum pf_level: most verbose level printed */
     int stage;              /* route pageable copies through pinned staging */
+    int hugepages;          /* MADV_HUGEPAGE on fresh D2H destinations */
     int threads;            /* staging worker threads; 0: one per CPU, capped */
     size_t chunk;           /* staging chunk (slot) size */
     size_t min_size;        /* smaller pageable copies pass through */

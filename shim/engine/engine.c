@@ -12,6 +12,7 @@
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
+#include "../memory/fresh.h"
 
 static unsigned long long staged_copies, staged_bytes;
 
@@ -67,6 +68,9 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
             *result = PF_CALL(cuMemcpyDtoHAsync_v2, rest.host, rest.dev, rest.bytes, x->stream);
     }
     if (nh) {
+        /* a fresh destination faults in 2 MiB at a time, each fault
+         * clearing its page: several tasks in one page would wait on it */
+        p.whole = x->dir == PF_DIR_D2H && pf_fresh_advise(rest.host, rest.bytes);
         /* plain pageable H2D copies wait for the stream before reading the
          * source (something queued earlier may still write it) */
         if (x->dir == PF_DIR_H2D && !x->async)

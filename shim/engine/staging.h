@@ -111,6 +111,7 @@ struct pf_plan {
     size_t next;           /* offset of the next chunk */
     enum pf_host_copy kind;
     int lean;              /* H2D paced: see LEAN_FROM */
+    int whole;             /* a chunk is one task: its destination faults in huge pages */
     /* for the debug log */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
