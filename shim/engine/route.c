@@ -8,14 +8,12 @@
 
 /* While any capture runs, pinfast's queries and waits could invalidate it
  * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
- * allowed: everything passes through.  The host side must be pageable by
- * the uncached classification (a decision must not rest on a region-wide
- * answer), the device side device memory: managed and mapped host memory
+ * allowed: everything passes through.  The device side must be device
+ * memory: managed and mapped host memory
  * are read by the host the moment the plain call returns.  The copy must
  * lie inside its device allocation. */
 int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
-    if (!pf_options()->staging || !x->bytes || !x->host || pf_capturing() ||
-        pf_classify_uncached((uintptr_t)x->host) != PF_MEM_PAGEABLE)
+    if (!pf_options()->staging || !x->bytes || !x->host || pf_capturing())
         return 0;
     mark[0] = pf_stamp(debug);
     CUstreamCaptureStatus cs;

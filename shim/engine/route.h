@@ -44,6 +44,9 @@ pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_
     struct pf_route r = pf_route_of(sk, dk);
     r.stage = r.host == PF_MEM_PAGEABLE && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) &&
               pf_options()->stage && n >= pf_options()->min_size;
+    /* a decision to stage must not rest on a region-wide cached answer */
+    if (r.stage)
+        r.stage = pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) == PF_MEM_PAGEABLE;
     return r;
 }
 
