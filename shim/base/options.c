@@ -23,6 +23,7 @@ struct option {
 };
 
 static const char *const stats_names[] = {"off", "text", "json", NULL};
+static const char *const trace_format_names[] = {"lines", "chrome", NULL};
 static const char *const log_names[] = {"error", "warning", "info", "debug", NULL};
 static const char *const host_copy_names[] = {"memcpy", "stream", "auto", NULL};
 
@@ -43,6 +44,8 @@ static const struct option table[] = {
      "write the exit report here instead of stderr; %p: pid, %r: rank, %h: host"},
     {"PINFAST_TRACE", K_STRING, F(trace), "", 0, 0, NULL,
      "write one line per intercepted call to this file; %p, %r, %h as above"},
+    {"PINFAST_TRACE_FORMAT", K_ENUM, F(trace_format), "lines", 0, 0, trace_format_names,
+     "the trace: lines, or chrome (a JSON timeline for ui.perfetto.dev, with staged chunks)"},
     {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names,
      "messages printed: error, warning, info or debug"},
     {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,

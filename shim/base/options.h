@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 enum pf_stats_mode { PF_STATS_OFF, PF_STATS_TEXT, PF_STATS_JSON };
+enum pf_trace_format { PF_TRACE_LINES, PF_TRACE_CHROME };
 
 struct pf_options {
     int help;               /* print the table at load */
@@ -12,6 +13,7 @@ struct pf_options {
     int stats;              /* enum pf_stats_mode */
     const char *stats_file; /* NULL: stderr */
     const char *trace;      /* one line per intercepted call to this file; NULL: none */
+    int trace_format;       /* enum pf_trace_format */
     int log;                /* enum pf_level: most verbose level printed */
     int stage;              /* route pageable copies through pinned staging */
     int hugepages;          /* MADV_HUGEPAGE on fresh D2H destinations */

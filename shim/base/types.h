@@ -4,6 +4,9 @@
 #ifndef PINFAST_TYPES_H
 #define PINFAST_TYPES_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 enum pf_mem {
     PF_MEM_PAGEABLE, /* ordinary host memory */
     PF_MEM_PINNED,   /* pinned or registered by the program */
@@ -26,6 +29,27 @@ struct pf_engine_stats {
     unsigned long long copies, bytes, pinned_bytes;
     int contexts, threads;
     double worker_seconds; /* CPU time spent copying host memory */
+};
+
+#define PF_MAX_SPLIT 16 /* tasks per staged chunk */
+#define PF_TIMELINE 24  /* chunks of a staged copy the timeline details */
+
+/* A staged chunk's times (pf_now_ns; 0: not seen): taken, DMA issued, the
+ * call issuing it returned, its end seen, the host copy's first task
+ * started and last task ended, the chunk retired; and its tasks. */
+struct pf_chunk_log {
+    size_t off, len;
+    int slot;
+    uint64_t taken, dma, dma_end, landed, first, last, seen;
+    int ntasks;
+    struct { uint64_t start, end; size_t len; int by; } tasks[PF_MAX_SPLIT];
+};
+
+/* The first PF_TIMELINE chunks of a staged copy: the engine fills it for
+ * the debug log and the Chrome trace, the trace writes it. */
+struct pf_timeline {
+    int n;
+    struct pf_chunk_log chunk[PF_TIMELINE];
 };
 
 /* Direction of a copy from the kinds of its two sides. */

@@ -16,20 +16,24 @@
 
 static unsigned long long staged_copies, staged_bytes;
 
-/* The staged copy, once pf_route_confirm() and the context's slots allow it. */
-static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t t0, uint64_t mark[2]) {
-    uint64_t ts = pf_stamp(debug);
+/* The staged copy, once pf_route_confirm() and the context's slots allow
+ * it; its chunks' times go into tl (when not NULL), the debug lines out
+ * when debug. */
+static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct pf_timeline *tl,
+                  uint64_t t0, uint64_t mark[2]) {
+    int stamps = debug || tl;
+    uint64_t ts = pf_stamp(stamps);
     struct pf_context *c = pf_context_of(x->stream);
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct pf_chunk *h;
     if (!c || !c->nslots || !(h = pf_chunks_array(most)))
         return 0;
-    uint64_t tc = pf_stamp(debug);
+    uint64_t tc = pf_stamp(stamps);
     int workers = pf_workers_start(pf_contexts_live()), asleep = pf_workers_sleeping();
     const struct pf_options *o = pf_options();
-    struct pf_chunk_log log[debug ? TIMELINE : 1];
-    struct pf_plan p = {.x = x, .chunk = c->slot_size, .debug = debug, .t0 = t0, .log = log, .slots = c->slots};
+    struct pf_plan p = {.x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0,
+                        .log = tl ? tl->chunk : NULL, .slots = c->slots};
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
     /* H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64 MiB (39.0
@@ -58,7 +62,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
         off += r;
         r = r * 2 < p.chunk ? r * 2 : p.chunk;
     }
-    uint64_t t1 = pf_stamp(debug), t2 = t1, t3 = t1;
+    uint64_t t1 = pf_stamp(stamps), t2 = t1, t3 = t1;
     int nh = 0;
     if (rest.bytes && *result == CUDA_SUCCESS) {
         nh = pf_slots_acquire(c, h, want, pf_fence_owner(x->stream));
@@ -75,7 +79,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
          * source (something queued earlier may still write it) */
         if (x->dir == PF_DIR_H2D && !x->async)
             *result = PF_CALL(cuStreamSynchronize, x->stream);
-        t2 = pf_stamp(debug);
+        t2 = pf_stamp(stamps);
         if (*result == CUDA_SUCCESS) {
             /* the workers wake while the caller takes its first chunk; not
              * waited for: with two processes staging, the sleepers' mutex
@@ -83,13 +87,15 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
              * submit finding every worker asleep wakes one anyway */
             pf_workers_active(1);
             pf_workers_wake(0);
-            t3 = pf_stamp(debug);
+            t3 = pf_stamp(stamps);
             size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
             *result = pf_plan_run(&p, h, nh, workers ? help_max : (size_t)-1);
             pf_workers_active(-1);
         }
         pf_slots_release(c, h, nh);
     }
+    if (tl)
+        tl->n = p.nlog;
     __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
     if (debug) {
@@ -111,17 +117,23 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, uint64_t
     return 1;
 }
 
-int pf_engine_copy(const struct pf_xfer *x, CUresult *result) {
+int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_timeline **chunks) {
+    const struct pf_options *o = pf_options();
     int debug = pf_log_level() >= PF_DEBUG;
-    uint64_t t0 = pf_stamp(debug), mark[2];
-    if (!pf_route_confirm(x, debug, mark))
+    int chrome = o->trace && o->trace_format == PF_TRACE_CHROME;
+    struct pf_timeline *tl = debug || chrome ? pf_timeline_mine() : NULL;
+    uint64_t t0 = pf_stamp(debug || tl), mark[2];
+    *chunks = NULL;
+    if (!pf_route_confirm(x, debug || tl, mark))
         return 0;
     /* a staged copy is no cancellation point, as the driver's own is not:
      * cancelled in a wait, its thread would leave slots and locks held */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
-    int done = staged(x, result, debug, t0, mark);
+    int done = staged(x, result, debug, tl, t0, mark);
+    if (done && chrome)
+        *chunks = tl;
     pf_capture_restore(mode);
     pthread_setcancelstate(cancel, NULL);
     return done;

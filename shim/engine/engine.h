@@ -16,10 +16,12 @@ struct pf_xfer {
 };
 
 /* Stages a copy pf_route_linear (route.h) found worth staging, and returns
- * 1 with the call's result in *result, or returns 0 having done nothing,
+ * 1 with the call's result in *result and, for a Chrome trace, its chunks'
+ * times in *chunks (this thread's until its next copy; else NULL), or
+ * returns 0 having done nothing,
  * when the copy must pass through after all (pf_route_confirm said so: a
  * capture, a pointer the driver would reject; or no pinned memory). */
-int pf_engine_copy(const struct pf_xfer *x, CUresult *result);
+int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_timeline **chunks);
 
 void pf_engine_stats(struct pf_engine_stats *out);
 

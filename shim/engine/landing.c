@@ -17,7 +17,7 @@ struct landing {
     char *dst;
     size_t len;
     enum pf_host_copy kind;
-    struct pf_task tasks[MAX_SPLIT];
+    struct pf_task tasks[PF_MAX_SPLIT];
 };
 
 static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {

@@ -34,8 +34,8 @@ size_t pf_task_size(size_t len) {
         task = MAX_TASK;
     if (task < MIN_TASK)
         task = MIN_TASK;
-    if (task < (len + MAX_SPLIT - 1) / MAX_SPLIT)
-        task = (len + MAX_SPLIT - 1) / MAX_SPLIT;
+    if (task < (len + PF_MAX_SPLIT - 1) / PF_MAX_SPLIT)
+        task = (len + PF_MAX_SPLIT - 1) / PF_MAX_SPLIT;
     return task;
 }
 

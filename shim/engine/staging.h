@@ -13,7 +13,6 @@
 
 #define MAX_CONTEXTS 64
 #define MAX_SLOTS 256
-#define MAX_SPLIT 16           /* tasks per chunk */
 #define MIN_TASK (32u << 10)   /* smaller host copies cost more to hand out than to do */
 #define SPLIT 8                /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
@@ -83,7 +82,7 @@ struct pf_chunk {
      * so that time goes straight into its line, log[logged - 1] (0: none) */
     int logged;
     uint64_t taken_ns, dma_ns, dma_end_ns, landed_ns;
-    struct pf_task tasks[MAX_SPLIT];
+    struct pf_task tasks[PF_MAX_SPLIT];
 };
 
 /* Who a fence belongs to: the stream handle, or for the per-thread default
@@ -91,18 +90,6 @@ struct pf_chunk {
 static inline uintptr_t pf_fence_owner(CUstream stream) {
     return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
 }
-
-#define TIMELINE 24 /* chunks the debug log details */
-
-/* One chunk's times in the debug log: taken, DMA issued, its end seen, the
- * host copy's first task started and last task ended, the chunk retired. */
-struct pf_chunk_log {
-    size_t off, len;
-    int slot;
-    uint64_t taken, dma, dma_end, landed, first, last, seen;
-    int ntasks;
-    struct { uint64_t start, end; int by; } tasks[MAX_SPLIT];
-};
 
 struct pf_plan {
     const struct pf_xfer *x;
@@ -112,10 +99,10 @@ struct pf_plan {
     enum pf_host_copy kind;
     int lean;              /* H2D paced: see LEAN_FROM */
     int whole;             /* a chunk is one task: its destination faults in huge pages */
-    /* for the debug log */
+    /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
-    struct pf_chunk_log *log; /* TIMELINE of them */
+    struct pf_chunk_log *log; /* PF_TIMELINE of them; NULL: none kept */
     const struct pf_slot *slots; /* the context's, to number them */
 };
 
@@ -150,7 +137,10 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
  * returns its length (the rest is staged synchronously). */
 size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind, CUresult *err);
 
-/* timeline.c (PINFAST_LOG=debug): a retired chunk's line, and the copy's. */
+/* timeline.c (PINFAST_LOG=debug, PINFAST_TRACE_FORMAT=chrome): this
+ * thread's timeline (heap, freed with the thread; NULL if no memory); a
+ * retired chunk's times, and the copy's debug lines. */
+struct pf_timeline *pf_timeline_mine(void);
 void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h);
 void pf_timeline_print(const struct pf_plan *p);
 

@@ -1,11 +1,28 @@
-/* The debug timeline of a staged copy (PINFAST_LOG=debug): per chunk, when
- * it was taken, its DMA issued and seen done, its tasks run and by whom. */
+/* The timeline of a staged copy (PINFAST_LOG=debug, or the Chrome trace):
+ * per chunk, when it was taken, its DMA issued and seen done, its tasks run
+ * and by whom. */
 #include "staging.h"
 #include "../base/message.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
-/* What the debug log tells of a retired chunk. */
+/* On the heap, as the chunks in hand are (contexts.c): ~14 KB. */
+static pthread_key_t key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static __thread struct pf_timeline *mine;
+
+static void key_create(void) { pthread_key_create(&key, free); }
+
+struct pf_timeline *pf_timeline_mine(void) {
+    if (!mine && (mine = malloc(sizeof *mine))) {
+        pthread_once(&once, key_create);
+        pthread_setspecific(key, mine);
+    }
+    return mine;
+}
+
+/* What the timeline tells of a retired chunk. */
 void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
     struct pf_chunk_log l = {.off = h->off, .len = h->len, .slot = (int)(h->s - p->slots),
                           .taken = h->taken_ns, .dma = h->dma_ns, .dma_end = h->dma_end_ns,
@@ -16,12 +33,12 @@ void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
             l.first = t->started_ns;
         if (t->ended_ns > l.last)
             l.last = t->ended_ns;
-        l.tasks[l.ntasks++] = (__typeof__(l.tasks[0])){t->started_ns, t->ended_ns, t->by};
+        l.tasks[l.ntasks++] = (__typeof__(l.tasks[0])){t->started_ns, t->ended_ns, t->len, t->by};
         p->helped += !t->by;
     }
     if (!p->first_task_ns || l.first < p->first_task_ns)
         p->first_task_ns = l.first;
-    if (p->nlog < TIMELINE) {
+    if (p->log && p->nlog < PF_TIMELINE) {
         p->log[p->nlog++] = l;
         h->logged = p->nlog;
     }
@@ -36,7 +53,7 @@ void pf_timeline_print(const struct pf_plan *p) {
         pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: taken %.1f dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
                l->off, l->len, l->slot, us(p, l->taken), us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
                us(p, l->last), us(p, l->seen));
-        char line[MAX_SPLIT * 24], *at = line;
+        char line[PF_MAX_SPLIT * 24], *at = line;
         for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
             at += snprintf(at, sizeof line - (size_t)(at - line), " w%d:%.1f-%.1f", l->tasks[k].by,
                            us(p, l->tasks[k].start), us(p, l->tasks[k].end));

@@ -49,7 +49,7 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     };
     CUresult r;
     *noted = pf_nvtx_push("stage", rt.dir, n);
-    int staged = pf_engine_copy(&x, &r);
+    int staged = pf_engine_copy(&x, &r, &c->chunks);
     pf_nvtx_pop(*noted);
     if (staged) {
         c->path = PF_PATH_STAGED;

@@ -20,9 +20,9 @@ unsigned pf_time_weight_slow(void) {
  * common path saves no registers for it. */
 __attribute__((cold)) static void trace(const char *api, const char *dir, const char *mem,
                                         const char *path, size_t bytes, uint64_t ticks,
-                                        int result) {
+                                        int result, const struct pf_timeline *chunks) {
     uint64_t ns = pf_ticks_to_ns(ticks);
-    pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result);
+    pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result, chunks);
 }
 
 /* What only a large copy, or a traced one, is shown to: out of line, so
@@ -36,7 +36,7 @@ __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c,
         pf_latepin_copy(bytes);
     if (__builtin_expect(pf_options()->trace != NULL, 0))
         trace(pf_copy_api_names[c->api], pf_dir_names[c->dir], pf_mem_names[c->host],
-              pf_path_names[c->path], bytes, ticks, c->result);
+              pf_path_names[c->path], bytes, ticks, c->result, c->chunks);
     /* round trips: an H2D judged before the call, and a D2H into memory the
      * program can read once the call returns (even an async one's, unless
      * pinfast lets a pageable one land later) */
@@ -65,5 +65,5 @@ void pf_observe_copy(const struct pf_copy_seen *c) {
 void pf_observe_alloc(enum pf_alloc_api api, size_t bytes, uint64_t ticks, int result) {
     pf_counter_add_atomic(&pf_alloc_counters[api], bytes, ticks, result);
     if (pf_options()->trace)
-        trace(pf_alloc_api_names[api], "-", "-", "-", bytes, ticks, result);
+        trace(pf_alloc_api_names[api], "-", "-", "-", bytes, ticks, result, NULL);
 }

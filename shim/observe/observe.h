@@ -55,6 +55,7 @@ struct pf_copy_seen {
     enum pf_mem host;    /* the host side's kind */
     enum pf_path path;
     int result;          /* the call's; bytes count only on success (0) */
+    const struct pf_timeline *chunks; /* a staged copy's, for a Chrome trace; else NULL */
     /* linear copies only (0 and NULL for the others): */
     int async;           /* the *Async form */
     int round_trip;      /* an H2D bringing back, unchanged, what a D2H took out */
@@ -69,6 +70,7 @@ pf_observe_start(struct pf_copy_seen *c, enum pf_copy_api api, size_t bytes, uns
     c->bytes = bytes;
     c->weight = weight;
     c->t0 = weight ? pf_ticks() : 0;
+    c->chunks = NULL;
     c->async = 0;
     c->round_trip = 0;
     c->d2h_dst = NULL;
