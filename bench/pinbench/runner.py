@@ -235,10 +235,11 @@ def build(build_dir, workloads, need_lib, log):
     if not shutil.which("cmake"):
         log("cmake not found")
         return False
-    if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
-        log("configuring %s" % build_dir)
-        if subprocess.run(["cmake", "-S", ROOT, "-B", build_dir]).returncode != 0:
-            return False
+    # configured every time: cheap once done, and a configure that failed
+    # earlier leaves a cache without build files
+    log("configuring %s" % build_dir)
+    if subprocess.run(["cmake", "-S", ROOT, "-B", build_dir], stdout=sys.stderr).returncode != 0:
+        return False
     targets = list(dict.fromkeys(w.target or w.name for w in workloads if w.kind == "cuda"))
     if need_lib:
         targets.insert(0, "pinfast")
