@@ -449,33 +449,40 @@ static void test_fresh_destination(void **s)
     munmap(m, map);
 }
 
+/* A checked 3 MiB round trip in the current context, which must stage
+ * under pinfast: a context's records must never run out. */
+static void staged_round_trip(const char *what, int round)
+{
+    size_t n = 3 * MiB;
+    unsigned char *h = malloc(n), *o = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, n));
+    uint64_t salt = t_rand();
+    t_fill(h, n, salt);
+    t_poison(o, n);
+    fake_reset();
+    CK(D.MemcpyHtoD(d, h, n));
+    CK(D.MemcpyDtoH(o, d, n));
+    t_expect_fill(o, n, salt, what);
+    if (t_pinfast() && !staged_h2d())
+        fail_msg("%s, round %d: nothing staged", what, round);
+    CK(D.MemFree(d));
+    free(h);
+    free(o);
+}
+
 /* ---- contexts made and destroyed ------------------------------------------------ */
 static void test_contexts_come_and_go(void **s)
 {
     (void)s;
-    size_t n = 3 * MiB;
-    unsigned char *h = malloc(n), *o = malloc(n);
     for (int round = 0; round < 80; round++) {
         CUcontext c, popped;
         CK(D.CtxCreate(&c, 0, 0));
-        CUdeviceptr d;
-        CK(D.MemAlloc(&d, n));
-        uint64_t salt = t_rand();
-        t_fill(h, n, salt);
-        t_poison(o, n);
-        fake_reset();
-        CK(D.MemcpyHtoD(d, h, n));
-        CK(D.MemcpyDtoH(o, d, n));
-        t_expect_fill(o, n, salt, "a round trip in a new context");
-        if (t_pinfast() && !staged_h2d())
-            fail_msg("context %d: nothing staged", round);
-        CK(D.MemFree(d));
+        staged_round_trip("a round trip in a new context", round);
         CK(D.CtxPopCurrent(&popped));
         CK(D.CtxDestroy(c));
     }
     CK(D.CtxSetCurrent(T_CTX));
-    free(h);
-    free(o);
 }
 
 /* the primary context reset, then made again: new memory, new slots */
@@ -483,29 +490,14 @@ static void test_primary_reset(void **s)
 {
     (void)s;
     CUresult (*reset)(CUdevice) = (CUresult(*)(CUdevice))fn("cuDevicePrimaryCtxReset_v2");
-    size_t n = 3 * MiB;
-    unsigned char *h = malloc(n), *o = malloc(n);
     for (int round = 0; round < 70; round++) {
         CK(reset(0));
         CUcontext c;
         CK(D.DevicePrimaryCtxRetain(&c, 0));
         CK(D.CtxSetCurrent(c));
         T_CTX = c;
-        CUdeviceptr d;
-        CK(D.MemAlloc(&d, n));
-        uint64_t salt = t_rand();
-        t_fill(h, n, salt);
-        t_poison(o, n);
-        fake_reset();
-        CK(D.MemcpyHtoD(d, h, n));
-        CK(D.MemcpyDtoH(o, d, n));
-        t_expect_fill(o, n, salt, "a round trip after a reset");
-        if (t_pinfast() && !staged_h2d())
-            fail_msg("reset %d: nothing staged", round);
-        CK(D.MemFree(d));
+        staged_round_trip("a round trip after a reset", round);
     }
-    free(h);
-    free(o);
 }
 
 int main(void)
