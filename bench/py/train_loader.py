@@ -1,6 +1,8 @@
 """train_loader: ResNet-18 trained in bf16, fed by a DataLoader whose
 workers do CPU work for every sample (decode-like fill, crop, flip,
-normalise), as an image pipeline does. pin_memory=False by default, so
+normalise), as an image pipeline does; --work light leaves out the
+blur, so that the producers keep ahead of the GPU and the copies' stalls
+show. pin_memory=False by default, so
 each batch and its labels are copied from pageable memory with
 .to('cuda'); --pinned: pin_memory=True and non_blocking copies, what a
 user would write by hand. Measurement `step` (seconds per step, median of
@@ -23,8 +25,8 @@ except ImportError:
 class Images(Dataset):
     """Sample i is made from seed i alone, so every variant sees the same data."""
 
-    def __init__(self, n, side):
-        self.n, self.side = n, side
+    def __init__(self, n, side, blur):
+        self.n, self.side, self.blur = n, side, blur
 
     def __len__(self):
         return self.n
@@ -32,7 +34,8 @@ class Images(Dataset):
     def __getitem__(self, i):
         g = torch.Generator().manual_seed(i)
         big = torch.rand(3, self.side + 16, self.side + 16, generator=g)
-        big = F.avg_pool2d(big.unsqueeze(0), 3, stride=1, padding=1).squeeze(0)  # CPU work
+        if self.blur:
+            big = F.avg_pool2d(big.unsqueeze(0), 3, stride=1, padding=1).squeeze(0)
         y0, x0 = (int(v) for v in torch.randint(0, 17, (2,), generator=g))
         img = big[:, y0:y0 + self.side, x0:x0 + self.side]
         if i % 2:
@@ -48,6 +51,7 @@ def main():
     ap.add_argument("--batch", default=128, type=int)
     ap.add_argument("--workers", default=6, type=int)
     ap.add_argument("--epochs", default=2, type=int)
+    ap.add_argument("--work", choices=["blur", "light"], default="blur")
     ap.add_argument("--pinned", action="store_true")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -55,7 +59,7 @@ def main():
     torch.manual_seed(0)
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
-    loader = DataLoader(Images(a.samples, a.side), batch_size=a.batch, shuffle=True,
+    loader = DataLoader(Images(a.samples, a.side, a.work == "blur"), batch_size=a.batch, shuffle=True,
                         num_workers=a.workers, pin_memory=a.pinned, drop_last=True,
                         generator=torch.Generator().manual_seed(1),
                         persistent_workers=a.workers > 0)

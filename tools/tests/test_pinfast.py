@@ -101,7 +101,10 @@ class Report(Base):
         self.assertEqual(rows[("cuMemcpyDtoH", "pageable")]["errors"], 1)
         self.assertEqual(rows[("cuMemcpyHtoDAsync", "pinned")]["bytes"], 1024)
         self.assertEqual(m["allocations"], [alloc("cuMemHostAlloc", 1, 4096, 0.125)])
-        self.assertEqual(len(m["advice"]), 2)
+        # A's advice, each item saying whose it is (B gave none)
+        self.assertEqual(m["advice"], [{"message": "use cudaMallocHost for the big buffer",
+                                        "process": "pid 100"},
+                                       {"message": "raise PINFAST_CHUNK", "process": "pid 100"}])
 
     def test_merge_text_totals(self):
         out = self.ok("report", self.write("a.json", A), self.write("b.json", B))
@@ -178,6 +181,10 @@ class Report(Base):
         merged = self.ok("report", "--format", "json", *files)
         m = json.loads(merged)
         self.assertEqual([p["rank"] for p in m["processes"]], [1, 0, None])
+        # the same advice from three processes: three lines, each saying whose
+        self.assertIn("- rank 1: raise PINFAST_CHUNK", out)
+        self.assertIn("- rank 0: raise PINFAST_CHUNK", out)
+        self.assertIn("- pid 100: raise PINFAST_CHUNK", out)
         again = self.ok("report", self.write("m.json", merged))
         self.assertEqual(again[again.index("Per rank"):], out[out.index("Per rank"):])
         # one process: no per-rank table
