@@ -19,7 +19,7 @@ enum pf_mem {
 };
 
 enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
-enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
+enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_BOUNCED, PF_PATH_COUNT };
 
 /* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
 enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };

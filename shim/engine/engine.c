@@ -23,7 +23,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
                   uint64_t t0, uint64_t mark[2]) {
     int stamps = debug || tl;
     uint64_t ts = pf_stamp(stamps);
-    struct pf_context *c = pf_context_of(x->stream);
+    struct pf_context *c = pf_context_of(x->stream, 1);
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct pf_chunk *h;
@@ -124,7 +124,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     struct pf_timeline *tl = debug || chrome ? pf_timeline_mine() : NULL;
     uint64_t t0 = pf_stamp(debug || tl), mark[2];
     *chunks = NULL;
-    if (!pf_route_confirm(x, debug || tl, mark))
+    if (!o->staging || !pf_route_confirm(x, debug || tl, mark))
         return 0;
     /* a staged copy is no cancellation point, as the driver's own is not:
      * cancelled in a wait, its thread would leave slots and locks held */
