@@ -233,6 +233,12 @@ static void test_report_exact(void **s)
         if (!found)
             fail_msg("no allocation row for %s", wa[w].api);
     }
+    /* the staged copies' CPU time: the callers' is part of it (their
+     * polling is wall time, which a preempted thread exceeds) */
+    const struct rep_staging *g = &r->staging;
+    if (!(g->caller_seconds > 0 && g->cpu_seconds >= g->caller_seconds - 1e-6 && g->wait_seconds >= 0))
+        fail_msg("staging CPU: %g s in all, %g s of callers', %g s polling", g->cpu_seconds,
+                 g->caller_seconds, g->wait_seconds);
     free(r);
 }
 

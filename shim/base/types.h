@@ -28,7 +28,10 @@ enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO 
 struct pf_engine_stats {
     unsigned long long copies, bytes, pinned_bytes;
     int contexts, threads;
-    double worker_seconds; /* CPU time spent copying host memory */
+    double worker_seconds; /* CPU time spent copying host memory (workers and helping callers) */
+    double caller_seconds; /* callers' CPU time inside staged copies (CLOCK_THREAD_CPUTIME_ID) */
+    double cpu_seconds;    /* staging's CPU time: workers' copies and callers' caller_seconds */
+    double wait_seconds;   /* callers' polling for a DMA before the driver's blocking wait */
 };
 
 #define PF_MAX_SPLIT 16 /* tasks per staged chunk */

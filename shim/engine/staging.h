@@ -139,6 +139,9 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
                       enum pf_host_copy kind, size_t task);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
+/* Seconds callers polled for DMAs before the blocking wait (reset: to 0,
+ * in a forked child). */
+double pf_plan_polled_seconds(int reset);
 
 /* landing.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */
