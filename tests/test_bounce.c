@@ -4,7 +4,8 @@
  * a pageable asynchronous H2D wait for it: the .plain run checks that it
  * does), land the bytes the source held at the call, in stream order with
  * staged copies, D2D and D2H, pass through when the area is full, in a
- * capture, and for bad input, in contexts made and destroyed.  Each case
+ * capture, and for bad input, in contexts made and destroyed, and across a
+ * fork.  Each case
  * runs against the fake alone (.plain) and under pinfast (.pinfast). */
 #define _GNU_SOURCE
 #include "t.h"
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,6 +223,39 @@ static void test_contexts(void **s)
     CK(D.CtxSetCurrent(T_CTX));
 }
 
+/* ---- fork ------------------------------------------------------------------------ */
+/* A child forked after bounces forgets the area (it may use no CUDA state
+ * of its parent) and exits cleanly, destructors run; the parent bounces on. */
+static void test_fork(void **s)
+{
+    (void)s;
+    size_t n = 4 * KiB;
+    unsigned char *h = malloc(n), *want = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, n));
+    for (int round = 0; round < 3; round++) {
+        t_fill(want, n, t_rand());
+        memcpy(h, want, n);
+        hold_stream(blocking, 2000);
+        CK(D.MemcpyHtoDAsync(d, h, n, blocking));
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            exit(0);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st))
+            fail_msg("round %d: the child ended with status 0x%x", round, st);
+        t_poison(h, n);
+        CK(D.StreamSynchronize(blocking));
+        expect_device(d, want, n, "a copy bounced before a fork");
+    }
+    CK(D.MemFree(d));
+    free(h);
+    free(want);
+}
+
 /* ---- captures ------------------------------------------------------------------- */
 /* A captured copy reads its source when the graph runs: it passes through. */
 static void test_capture(void **s)
@@ -301,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_order_mixed),
         cmocka_unit_test(test_area_full),
         cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_fork),
         cmocka_unit_test(test_capture),
         cmocka_unit_test(test_bad_input),
     };
