@@ -26,10 +26,17 @@ void pf_bounce_init(struct pf_bounce *b) {
     pthread_mutex_init(&b->lock, NULL);
 }
 
+/* The calls a capture could refuse (a pinned allocation, an event query, a
+ * synchronisation) are made in the relaxed capture mode, so that a capture
+ * begun meanwhile on another thread is not invalidated; the rest of a
+ * bounce (copies, event records, pointer queries) is allowed beside any
+ * capture, and most bounces make none of these calls. */
+
 /* The ring and its events, in ctx, on its first bounce (lock held).  The
  * size is the option's, halved until the driver agrees. */
 static void make(struct pf_bounce *b, CUcontext ctx) {
     size_t size = pf_options()->bounce & ~(size_t)(ALIGN - 1);
+    CUstreamCaptureMode mode = pf_capture_relax();
     int pushed = pf_context_enter(ctx);
     void *mem = NULL;
     while (size >= ALIGN && PF_CALL(cuMemHostAlloc, &mem, size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
@@ -47,6 +54,7 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
         pf_msg_once(warned, PF_WARNING, "could not pin a bounce area; small asynchronous H2D copies pass through");
     }
     pf_context_leave(pushed);
+    pf_capture_restore(mode);
     b->mem = mem;
     b->size = mem ? size : 0;
     b->tried = 1;
@@ -56,35 +64,41 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
 
 /* Gives back the space of the oldest fences that are over (lock held). */
 static void reclaim(struct pf_bounce *b) {
+    CUstreamCaptureMode mode = pf_capture_relax();
     while (b->count) {
         struct pf_bounce_fence *f = &b->fences[b->first];
         int state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
         if (state == FILLING || (state == FENCED && PF_CALL(cuEventQuery, f->ev) != CUDA_SUCCESS))
-            return;
+            break;
         b->tail = f->end;
         b->first = (b->first + 1) % PF_BOUNCE_FENCES;
         b->count--;
     }
+    pf_capture_restore(mode);
 }
 
 /* Space for len bytes and a fence after them, at the ring's end or, where
  * they would straddle it, at its start; NULL when there is none (lock
  * held).  Completed fences are asked for only then: a driver call each. */
 static struct pf_bounce_fence *take(struct pf_bounce *b, size_t len, uint64_t *at) {
-    for (int tries = 0; tries < 2; tries++, reclaim(b)) {
+    for (int tries = 0;; tries++) {
+        if (!b->count) /* nothing in flight: start from the ring's start */
+            b->head = b->tail = 0;
         uint64_t p = b->head;
         size_t off = p % b->size;
         if (off + len > b->size)
             p += b->size - off;
-        if (b->count == PF_BOUNCE_FENCES || p + len - b->tail > b->size)
-            continue;
-        struct pf_bounce_fence *f = &b->fences[(b->first + b->count++) % PF_BOUNCE_FENCES];
-        f->state = FILLING;
-        f->end = b->head = p + len;
-        *at = p;
-        return f;
+        if (b->count < PF_BOUNCE_FENCES && p + len - b->tail <= b->size) {
+            struct pf_bounce_fence *f = &b->fences[(b->first + b->count++) % PF_BOUNCE_FENCES];
+            __atomic_store_n(&f->state, FILLING, __ATOMIC_RELAXED);
+            f->end = b->head = p + len;
+            *at = p;
+            return f;
+        }
+        if (tries)
+            return NULL;
+        reclaim(b);
     }
-    return NULL;
 }
 
 /* The bounce itself, once pf_route_confirm() allowed it: 0 when there is
@@ -115,10 +129,13 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
     CUresult r = PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, slot, x->bytes, x->stream);
     if (r == CUDA_SUCCESS) {
         r = PF_CALL(cuEventRecord, f->ev, x->stream);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
             state = FENCED;
-        else /* no fence: the DMA is over before its space is reused */
+        } else { /* no fence: the DMA is over before its space is reused */
+            CUstreamCaptureMode mode = pf_capture_relax();
             PF_CALL(cuStreamSynchronize, x->stream);
+            pf_capture_restore(mode);
+        }
     }
     __atomic_store_n(&f->state, state, __ATOMIC_RELEASE);
     *result = r;
@@ -129,12 +146,11 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result) {
     uint64_t mark[2];
     if (!pf_route_confirm(x, 0, mark))
         return 0;
-    /* as a staged copy: no cancellation point, relaxed capture mode */
+    /* as a staged copy, no cancellation point: cancelled holding the
+     * lock or a fence FILLING, it would stop the ring for good */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    CUstreamCaptureMode mode = pf_capture_relax();
     int done = bounce(x, result);
-    pf_capture_restore(mode);
     pthread_setcancelstate(cancel, NULL);
     return done;
 }
