@@ -21,6 +21,7 @@ struct pf_options {
     size_t chunk;           /* staging chunk (slot) size */
     size_t min_size;        /* smaller pageable copies pass through */
     size_t staging;         /* pinned staging memory per context */
+    size_t bounce;          /* pinned bounce area per context; 0: no bounce */
     int copy_h2d, copy_d2h; /* enum pf_host_copy of the host side of each direction */
     size_t pool_idle;       /* freed pinned memory the cache may keep; 0: no cache */
     int async_d2h;          /* pageable async D2H lands in stream callbacks */

@@ -19,7 +19,7 @@ enum pf_mem {
 };
 
 enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
-enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_COUNT };
+enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_BOUNCED, PF_PATH_COUNT };
 
 /* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
 enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };
@@ -28,7 +28,10 @@ enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO 
 struct pf_engine_stats {
     unsigned long long copies, bytes, pinned_bytes;
     int contexts, threads;
-    double worker_seconds; /* CPU time spent copying host memory */
+    double worker_seconds; /* CPU time spent copying host memory (workers and helping callers) */
+    double caller_seconds; /* callers' CPU time inside staged copies (CLOCK_THREAD_CPUTIME_ID) */
+    double cpu_seconds;    /* staging's CPU time: workers' copies and callers' caller_seconds */
+    double wait_seconds;   /* callers' polling for a DMA before the driver's blocking wait */
 };
 
 #define PF_MAX_SPLIT 16 /* tasks per staged chunk */

@@ -1,6 +1,7 @@
 /* The staging slots of each CUDA context: one pinned block per context,
  * cut into slots with an event each, made on the context's first staged
- * copy and forgotten when it is destroyed; slots handed out in turn. */
+ * copy and forgotten when it is destroyed; slots handed out in turn.  The
+ * record also holds the context's bounce area (bounce.c). */
 #include "staging.h"
 #include "../base/message.h"
 #include "../base/options.h"
@@ -11,27 +12,39 @@
 
 static struct pf_context *contexts[MAX_CONTEXTS];
 static int ncontexts;  /* records made, live or not */
-static int live;       /* records of contexts that exist */
-static int made;       /* contexts given records, over the run (the report) */
+static int live;       /* records of contexts that exist, with slots made */
+static int made;       /* contexts given slots, over the run (the report) */
 static unsigned long long pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
 
 
-/* Builds the slots of context ctx (made current meanwhile, if it is not)
- * into record c.  A context that could get none keeps its record, with no
- * slot, so that its copies pass through without asking again. */
-static void create(struct pf_context *c, CUcontext ctx, unsigned long long id) {
+/* Makes ctx current, if it is not: pinned memory and events are made in
+ * the context they belong to.  Returns whether it pushed it (for leave). */
+int pf_context_enter(CUcontext ctx) {
+    CUcontext cur = NULL;
+    return PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
+           PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
+}
+
+void pf_context_leave(int pushed) {
+    CUcontext cur;
+    if (pushed)
+        PF_CALL(cuCtxPopCurrent_v2, &cur);
+}
+
+/* Builds the slots of record c, on the context's first staged copy (a
+ * context that only bounces gets none).  A context that could get none
+ * keeps its record, with no slot, so that its copies pass through without
+ * asking again.  Called with contexts_lock held. */
+static void create(struct pf_context *c) {
     const struct pf_options *o = pf_options();
     size_t size = o->chunk < o->staging ? o->chunk : o->staging;
     size_t n = size ? o->staging / size : 0;
     if (n > MAX_SLOTS)
         n = MAX_SLOTS;
-    *c = (struct pf_context){.handle = ctx, .slot_size = size};
-    pthread_mutex_init(&c->lock, NULL);
-    CUcontext cur = NULL;
-    int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
-                 PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
+    c->slot_size = size;
+    int pushed = pf_context_enter(c->handle);
     void *block = NULL;
     /* portable: any context may copy from it; halve until the driver agrees */
     while (n && PF_CALL(cuMemHostAlloc, &block, n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
@@ -44,21 +57,20 @@ static void create(struct pf_context *c, CUcontext ctx, unsigned long long id) {
     }
     if (!k && block)
         PF_CALL(cuMemFreeHost, block);
-    if (pushed)
-        PF_CALL(cuCtxPopCurrent_v2, &cur);
+    pf_context_leave(pushed);
     if (!k) {
         if (o->staging)
             pf_msg_once(warned_pinned, PF_WARNING,
                         "context %llu: could not pin %zu bytes of staging memory; its pageable copies pass through",
-                        id, size);
+                        c->id, size);
     } else {
         pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
         __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
         c->nslots = k;
         c->block = block;
-        pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", id, k, size >> 10);
+        pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", c->id, k, size >> 10);
     }
-    __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->slotted, 1, __ATOMIC_RELEASE);
     __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED);
 }
@@ -71,10 +83,10 @@ static struct pf_context *find(unsigned long long id) {
     return NULL;
 }
 
-/* The record of the context a copy on `stream` runs in, made on first use:
- * a stream's context, which may not be the current one, owns the copy's
- * slots and events. */
-struct pf_context *pf_context_of(CUstream stream) {
+/* The record of the context a copy on `stream` runs in, made on first use,
+ * with its slots when `slots` asks for them: a stream's context, which may
+ * not be the current one, owns the copy's slots, bounce area and events. */
+struct pf_context *pf_context_of(CUstream stream, int slots) {
     CUcontext ctx = NULL;
     unsigned long long id;
     CUresult r = stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD
@@ -83,7 +95,7 @@ struct pf_context *pf_context_of(CUstream stream) {
     if (r != CUDA_SUCCESS || !ctx || !pf_context_id(ctx, &id))
         return NULL;
     struct pf_context *c = find(id);
-    if (c)
+    if (c && (!slots || __atomic_load_n(&c->slotted, __ATOMIC_ACQUIRE)))
         return c;
     pthread_mutex_lock(&contexts_lock);
     if (!(c = find(id))) {
@@ -97,9 +109,15 @@ struct pf_context *pf_context_of(CUstream stream) {
             pf_msg_once(warned_contexts, PF_WARNING,
                         "more than %d CUDA contexts at once; copies in new ones pass through", MAX_CONTEXTS);
         }
-        if (c)
-            create(c, ctx, id);
+        if (c) {
+            *c = (struct pf_context){.handle = ctx};
+            pthread_mutex_init(&c->lock, NULL);
+            pf_bounce_init(&c->bounce);
+            __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+        }
     }
+    if (c && slots && !c->slotted)
+        create(c);
     pthread_mutex_unlock(&contexts_lock);
     return c;
 }
@@ -110,11 +128,13 @@ void pf_engine_context_gone(CUcontext ctx) {
         struct pf_context *c = contexts[i];
         if (!c->id || c->handle != ctx)
             continue;
-        /* the driver freed the slots and events with the context */
+        /* the driver freed the slots, the bounce area and their events
+         * with the context; the record is made afresh when reused */
         if (c->block)
             pf_hostmap_remove(c->block, &(struct pf_range){0});
         __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
-        __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
+        if (c->slotted)
+            __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&contexts_lock);
 }

@@ -15,6 +15,7 @@
 #include "../memory/fresh.h"
 
 static unsigned long long staged_copies, staged_bytes;
+static uint64_t caller_ns; /* callers' CPU time inside staged copies */
 
 /* The staged copy, once pf_route_confirm() and the context's slots allow
  * it; its chunks' times go into tl (when not NULL), the debug lines out
@@ -23,7 +24,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
                   uint64_t t0, uint64_t mark[2]) {
     int stamps = debug || tl;
     uint64_t ts = pf_stamp(stamps);
-    struct pf_context *c = pf_context_of(x->stream);
+    struct pf_context *c = pf_context_of(x->stream, 1);
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct pf_chunk *h;
@@ -124,14 +125,17 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     struct pf_timeline *tl = debug || chrome ? pf_timeline_mine() : NULL;
     uint64_t t0 = pf_stamp(debug || tl), mark[2];
     *chunks = NULL;
-    if (!pf_route_confirm(x, debug || tl, mark))
+    if (!o->staging || !pf_route_confirm(x, debug || tl, mark))
         return 0;
     /* a staged copy is no cancellation point, as the driver's own is not:
      * cancelled in a wait, its thread would leave slots and locks held */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
+    uint64_t cpu = pf_thread_cpu_ns();
     int done = staged(x, result, debug, tl, t0, mark);
+    if (done)
+        __atomic_fetch_add(&caller_ns, pf_thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
     if (done && chrome)
         *chunks = tl;
     pf_capture_restore(mode);
@@ -145,9 +149,14 @@ void pf_engine_stats(struct pf_engine_stats *out) {
     pf_contexts_counts(&out->pinned_bytes, &out->contexts);
     out->threads = pf_workers_count();
     out->worker_seconds = pf_workers_cpu_seconds();
+    out->caller_seconds = (double)__atomic_load_n(&caller_ns, __ATOMIC_RELAXED) * 1e-9;
+    /* the tasks callers ran are in their own CPU time already */
+    out->cpu_seconds = out->worker_seconds - pf_workers_helped_seconds() + out->caller_seconds;
+    out->wait_seconds = pf_plan_polled_seconds(0);
 }
 
 void pf_engine_forked(void) {
     pf_contexts_forked();
-    staged_copies = staged_bytes = 0;
+    staged_copies = staged_bytes = caller_ns = 0;
+    pf_plan_polled_seconds(1);
 }

@@ -86,21 +86,31 @@ static void pause(void) {
         pf_relax();
 }
 
+static uint64_t polled_ns; /* the report's CPU time spent waiting */
+
 /* Returns once the slot's fence is over (or its stream met an error):
  * polls POLL_NS, then sleeps in the driver, which waits as the plain
- * driver's own copies do. */
+ * driver's own copies do.  The polling is counted. */
 static CUresult await(struct pf_slot *s) {
-    uint64_t t0 = pf_now_ns();
+    uint64_t t0 = pf_now_ns(), t;
     CUresult r;
     while ((r = unfence(s)) == CUDA_ERROR_NOT_READY) {
-        if (pf_now_ns() - t0 > POLL_NS) {
+        if ((t = pf_now_ns()) - t0 > POLL_NS) {
+            __atomic_fetch_add(&polled_ns, t - t0, __ATOMIC_RELAXED);
             if ((r = PF_CALL(cuEventSynchronize, s->ev)) == CUDA_SUCCESS)
                 s->fenced = 0;
             return r;
         }
         pause();
     }
+    __atomic_fetch_add(&polled_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
     return r;
+}
+
+double pf_plan_polled_seconds(int reset) {
+    if (reset)
+        polled_ns = 0;
+    return (double)__atomic_load_n(&polled_ns, __ATOMIC_RELAXED) * 1e-9;
 }
 
 static int copying(const struct pf_chunk *h, int nh) {

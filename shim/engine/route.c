@@ -1,5 +1,5 @@
 /* The checks that ask the driver, made only for copies pf_route_linear
- * found worth staging, before anything is touched: a copy the driver would
+ * found worth staging or bouncing, before anything is touched: a copy the driver would
  * reject reaches the driver and gets its own error. */
 #include "route.h"
 #include "staging.h"
@@ -13,7 +13,7 @@
  * are read by the host the moment the plain call returns.  The copy must
  * lie inside its device allocation. */
 int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
-    if (!pf_options()->staging || !x->bytes || !x->host || pf_capturing())
+    if (!x->bytes || !x->host || pf_capturing())
         return 0;
     mark[0] = pf_stamp(debug);
     CUstreamCaptureStatus cs;

@@ -22,31 +22,38 @@ struct pf_route {
     enum pf_dir dir;
     enum pf_mem host;     /* the host side's kind: the destination's for D2H, else the source's */
     int stage;            /* pageable<->device, staging on, large enough: the engine may take it */
+    int bounce;           /* an asynchronous pageable H2D too small to stage: the caller bounces it */
 };
 
 /* Direction and host kind of a copy whose sides are known. */
 static inline struct pf_route pf_route_of(enum pf_mem src, enum pf_mem dst) {
-    struct pf_route r = {.src = src, .dst = dst, .dir = pf_dir_of(src, dst), .stage = 0};
+    struct pf_route r = {.src = src, .dst = dst, .dir = pf_dir_of(src, dst), .stage = 0, .bounce = 0};
     r.host = r.dir == PF_DIR_D2H ? dst : src;
     return r;
 }
 
 /* A linear copy of n bytes; dk and sk are the kinds the API fixes, or
- * PF_MEM_OPEN.  Inlined into each wrapper, where they are constants: the
- * cheap checks only, so that a small copy pays for nothing more on its way
- * to the driver. */
+ * PF_MEM_OPEN; async: the *Async form.  Inlined into each wrapper, where
+ * they are constants: the cheap checks only, so that a small copy pays for
+ * nothing more on its way to the driver.  Pageable memory and device
+ * memory: from PINFAST_MIN_SIZE on the copy is staged; below it an
+ * asynchronous H2D, which the driver would make wait for its stream, is
+ * bounced (engine/bounce.c) if it fits the area; the rest passes through. */
 static inline __attribute__((always_inline)) struct pf_route
-pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_mem sk) {
+pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_mem sk, int async) {
     if (sk == PF_MEM_OPEN)
         sk = pf_classify(src);
     if (dk == PF_MEM_OPEN)
         dk = pf_classify(dst);
     struct pf_route r = pf_route_of(sk, dk);
-    r.stage = r.host == PF_MEM_PAGEABLE && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) &&
-              pf_options()->stage && n >= pf_options()->min_size;
-    /* a decision to stage must not rest on a region-wide cached answer */
-    if (r.stage)
-        r.stage = pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) == PF_MEM_PAGEABLE;
+    const struct pf_options *o = pf_options();
+    int pageable = r.host == PF_MEM_PAGEABLE && o->stage;
+    r.stage = pageable && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) && n >= o->min_size;
+    r.bounce = pageable && async && r.dir == PF_DIR_H2D && n && n < o->min_size && n <= o->bounce;
+    /* a decision to stage or bounce must not rest on a region-wide cached answer */
+    if ((r.stage || r.bounce) &&
+        pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)
+        r.stage = r.bounce = 0;
     return r;
 }
 
@@ -65,8 +72,8 @@ static inline enum pf_mem pf_route_operand(const CUmemcpy3DOperand *o) {
 }
 
 /* The last checks of a copy pf_route_linear found a candidate, made as the
- * engine starts it, asking the driver; 1: the engine stages x.  mark[0] and
- * mark[1] get the debug timeline's times after the first two. */
+ * engine starts it, asking the driver; 1: the engine stages (or bounces) x.
+ * mark[0] and mark[1] get the debug timeline's times after the first two. */
 int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]);
 
 #endif

@@ -4,6 +4,7 @@
 #ifndef PINFAST_STAGING_H
 #define PINFAST_STAGING_H
 
+#include "bounce.h"
 #include "engine.h"
 #include "workers.h"
 #include "../base/clock.h"
@@ -67,7 +68,9 @@ struct pf_context {
     int landing;       /* slots held by asynchronous D2H chunks */
     size_t slot_size;
     void *block;       /* the slots' pinned memory */
+    int slotted;       /* the slots were made (or could not be) */
     struct pf_slot slots[MAX_SLOTS];
+    struct pf_bounce bounce;
 };
 
 enum { IDLE, COPYING, DMA };
@@ -110,8 +113,12 @@ struct pf_plan {
 static inline uint64_t pf_stamp(int debug) { return debug ? pf_now_ns() : 0; }
 
 /* contexts.c: the record of the context a copy on `stream` runs in, made
- * (its slots with it) on first use; NULL when there is none to be had. */
-struct pf_context *pf_context_of(CUstream stream);
+ * on first use, its slots too when `slots` asks; NULL when there is none to
+ * be had. */
+struct pf_context *pf_context_of(CUstream stream, int slots);
+/* Makes ctx current if it is not (returns whether it was pushed), and back. */
+int pf_context_enter(CUcontext ctx);
+void pf_context_leave(int pushed);
 /* Records of contexts that exist now. */
 int pf_contexts_live(void);
 /* The next free slot of c, taken in turn (lock held); NULL when none is. */
@@ -132,6 +139,9 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
                       enum pf_host_copy kind, size_t task);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
+/* Seconds callers polled for DMAs before the blocking wait (reset: to 0,
+ * in a forked child). */
+double pf_plan_polled_seconds(int reset);
 
 /* landing.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */

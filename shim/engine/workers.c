@@ -57,6 +57,7 @@ static uint64_t last_submit_ns; /* when tasks were last queued */
  * the processes staging on this machine at the time (workerpool.c). */
 int pf_workers_budget_ = PF_MAX_WORKERS;
 static uint64_t busy_ns;
+static uint64_t helped_ns; /* of busy_ns, the tasks callers ran */
 
 void pf_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -106,6 +107,8 @@ static void run_task(struct pf_task *t) {
     pf_copy_bytes(t->kind, t->dst, t->src, t->len);
     t->ended_ns = pf_now_ns();
     __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
+    if (!self)
+        __atomic_fetch_add(&helped_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     __atomic_store_n(&t->state, DONE, __ATOMIC_RELEASE);
 }
 
@@ -325,7 +328,7 @@ void pf_workers_forked(void) {
     next_box = 0;
     qlock = queued = sleepers = pf_workers_started_ = active = 0;
     pf_workers_budget_ = PF_MAX_WORKERS;
-    last_end_ns = last_submit_ns = busy_ns = 0;
+    last_end_ns = last_submit_ns = busy_ns = helped_ns = 0;
     pf_workerpool_forked();
 }
 
@@ -335,4 +338,8 @@ int pf_workers_count(void) { return __atomic_load_n(&pf_workers_started_, __ATOM
 
 double pf_workers_cpu_seconds(void) {
     return (double)__atomic_load_n(&busy_ns, __ATOMIC_RELAXED) * 1e-9;
+}
+
+double pf_workers_helped_seconds(void) {
+    return (double)__atomic_load_n(&helped_ns, __ATOMIC_RELAXED) * 1e-9;
 }

@@ -72,7 +72,9 @@ int pf_workers_sleeping(void);
 /* Threads running. */
 int pf_workers_count(void);
 
-/* CPU seconds spent copying by the workers and helping callers. */
+/* CPU seconds spent copying by the workers and helping callers; of them,
+ * by the callers. */
 double pf_workers_cpu_seconds(void);
+double pf_workers_helped_seconds(void);
 
 #endif

@@ -17,7 +17,7 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
 }
 
 /* A linear copy up to the driver's call: routes it, has the engine stage
- * it when the route says so, and returns 1 when it did (c->result is the
+ * or bounce it when the route says so, and returns 1 when it did (c->result is the
  * copy's), 0 when the wrapper passes it to the driver; *noted: an NVTX range
  * was pushed for a staging attempt (a profiler sees each copy pinfast tries
  * to stage, and those it then had to pass through).  Inlined into each
@@ -27,7 +27,7 @@ static inline __attribute__((always_inline)) int
 linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int async,
        uintptr_t dst, uintptr_t src, size_t n, CUstream s, enum pf_mem dk, enum pf_mem sk) {
     pf_observe_start(c, api, n, pf_time_weight(n));
-    struct pf_route rt = pf_route_linear(dst, src, n, dk, sk);
+    struct pf_route rt = pf_route_linear(dst, src, n, dk, sk, async);
     /* host memory an asynchronous D2H has yet to write is neither read nor
      * written before it lands (PINFAST_ASYNC_D2H) */
     if (rt.src != PF_MEM_DEVICE)
@@ -37,7 +37,7 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     pf_observe_sides(c, rt.dir, rt.host, dst, src, async);
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
-    if (!rt.stage)
+    if (!rt.stage && !rt.bounce)
         return 0;
     struct pf_xfer x = {
         .dir = rt.dir,
@@ -48,6 +48,13 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
         .async = async,
     };
     CUresult r;
+    if (rt.bounce) {
+        if (!pf_engine_bounce(&x, &r))
+            return 0;
+        c->path = PF_PATH_BOUNCED;
+        c->result = r;
+        return 1;
+    }
     *noted = pf_nvtx_push("stage", rt.dir, n);
     int staged = pf_engine_copy(&x, &r, &c->chunks);
     pf_nvtx_pop(*noted);

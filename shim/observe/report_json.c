@@ -1,4 +1,4 @@
-/* The report as JSON (schema pinfast-report/1.2, docs/report.md). */
+/* The report as JSON (schema pinfast-report/1.3, docs/report.md). */
 #include "report.h"
 #include "../base/options.h"
 
@@ -66,7 +66,7 @@ static void callsites_json(struct pf_out *o) {
 
 void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats *e,
                     const struct pf_pool_stats *pl) {
-    pf_put(o, "{\"schema\":\"pinfast-report/1.2\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
+    pf_put(o, "{\"schema\":\"pinfast-report/1.3\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
     const char *sep = "\n";
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -99,9 +99,12 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
     }
     pf_put(o,
         "\n],\n\"staging\":{\"copies\":%llu,\"bytes\":%llu,\"pinned_bytes\":%llu,"
-        "\"contexts\":%d,\"threads\":%d,\"copy_cpu_seconds\":%.6f,\"cpu_seconds_per_gib\":%.6f},\n",
+        "\"contexts\":%d,\"threads\":%d,\"copy_cpu_seconds\":%.6f,\"cpu_seconds_per_gib\":%.6f,"
+        "\"caller_cpu_seconds\":%.6f,\"staged_cpu_seconds\":%.6f,\"staged_cpu_seconds_per_gib\":%.6f,"
+        "\"wait_cpu_seconds\":%.6f},\n",
         e->copies, e->bytes, e->pinned_bytes, e->contexts, e->threads, e->worker_seconds,
-        pf_per_gib(e->worker_seconds, e->bytes));
+        pf_per_gib(e->worker_seconds, e->bytes), e->caller_seconds, e->cpu_seconds,
+        pf_per_gib(e->cpu_seconds, e->bytes), e->wait_seconds);
     pf_put(o,
         "\"pool\":{\"hits\":%llu,\"misses\":%llu,\"idle_bytes\":%llu,\"peak_idle_bytes\":%llu,"
         "\"trimmed\":%llu,\"saved_seconds\":%.6f,\"sync_seconds\":%.6f},\n",

@@ -84,11 +84,15 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
                 "-", "-", "-", (unsigned long long)c->calls, (unsigned long long)c->errors,
                 (unsigned long long)c->bytes, (double)c->ns * 1e-9);
     }
-    if (e->copies)
+    if (e->copies) {
         pf_put(o, "pinfast: staging: %llu copies, %.1f MiB, %d threads, %.1f MiB pinned in %d "
                "context(s), %.3f s of copy CPU time (%.3f s per GiB)\n",
             e->copies, e->bytes / 1048576.0, e->threads, e->pinned_bytes / 1048576.0, e->contexts,
             e->worker_seconds, pf_per_gib(e->worker_seconds, e->bytes));
+        pf_put(o, "pinfast: staging CPU: %.3f s (%.3f s per GiB): workers' copies and %.3f s of "
+               "callers' inside staged copies, %.3f s of it polling for the GPU\n",
+            e->cpu_seconds, pf_per_gib(e->cpu_seconds, e->bytes), e->caller_seconds, e->wait_seconds);
+    }
     if (pl->hits + pl->misses)
         pf_put(o, "pinfast: pinned pool: %llu hits, %llu misses, %.1f MiB idle (peak %.1f), %llu "
                "trimmed, %.3f s of allocation saved, %.3f s synchronising at free\n",

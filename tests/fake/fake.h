@@ -134,6 +134,8 @@ void fake_op_free(struct fake_op *op);
  * capture was invalidated); *seq = its sequence number, 0 when captured. */
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
 void fake_stream_wait(struct fake_stream *s, uint64_t seq);
+/* Waits for everything queued on s so far. */
+void fake_stream_drain(struct fake_stream *s);
 int fake_stream_capturing(struct fake_stream *s);
 /* Capture modes: the check made by every call that the real driver deems
  * potentially unsafe during a capture (synchronizing, querying, pinned

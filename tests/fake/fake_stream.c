@@ -420,6 +420,13 @@ void fake_stream_wait(struct fake_stream *s, uint64_t seq)
     pthread_mutex_unlock(&fake_lock);
 }
 
+void fake_stream_drain(struct fake_stream *s)
+{
+    pthread_mutex_lock(&fake_lock);
+    stream_wait_seq_locked(s, s->enqueued);
+    pthread_mutex_unlock(&fake_lock);
+}
+
 void fake_ctx_sync(struct fake_ctx *c)
 {
     pthread_mutex_lock(&fake_lock);

@@ -143,7 +143,9 @@ static int count(struct p *p, const char *name, long long *out)
 }
 
 /* "staging":{copies, bytes, pinned_bytes, contexts, threads, copy_cpu_seconds,
- * cpu_seconds_per_gib}: the counters are kept, the CPU times only checked */
+ * cpu_seconds_per_gib, and from 1.3 caller_cpu_seconds, staged_cpu_seconds,
+ * staged_cpu_seconds_per_gib, wait_cpu_seconds}: the counters are kept, the
+ * CPU times checked to be numbers */
 static int staging(struct p *p, struct rep_staging *w)
 {
     double d;
@@ -155,6 +157,12 @@ static int staging(struct p *p, struct rep_staging *w)
         count(p, "threads", &w->threads) || lit(p, ',') ||
         key(p, "copy_cpu_seconds") || num(p, &d) || lit(p, ',') ||
         key(p, "cpu_seconds_per_gib") || num(p, &d))
+        return -1;
+    if (strcmp(p->r->schema, "pinfast-report/1.3") >= 0 &&
+        (lit(p, ',') || key(p, "caller_cpu_seconds") || num(p, &w->caller_seconds) || lit(p, ',') ||
+         key(p, "staged_cpu_seconds") || num(p, &w->cpu_seconds) || lit(p, ',') ||
+         key(p, "staged_cpu_seconds_per_gib") || num(p, &d) || lit(p, ',') ||
+         key(p, "wait_cpu_seconds") || num(p, &w->wait_seconds)))
         return -1;
     return lit(p, '}');
 }

@@ -18,6 +18,7 @@ struct rep_alloc {
 };
 struct rep_staging {
     long long copies, bytes, pinned_bytes, contexts, threads;
+    double caller_seconds, cpu_seconds, wait_seconds; /* 1.3 */
 };
 struct rep_pool {
     long long hits, misses, idle_bytes, peak_idle_bytes, trimmed;

@@ -1,0 +1,156 @@
+/* The bounce area: an asynchronous H2D from pageable memory too small to
+ * stage, which the driver would make wait for everything queued on its
+ * stream, is copied by the caller itself (no worker woken) into a ring of
+ * pinned memory of the stream's context, and its DMA queued from there on
+ * the caller's stream, an event after it fencing that part of the ring.
+ * The call returns without waiting for the stream; the bytes are in the
+ * ring before the DMA is queued, so the program may reuse its memory at
+ * once.  Space comes back as the fences complete, asked (cuEventQuery) only
+ * when the ring is short of space, never waited for: with no space free the
+ * copy passes through, to the driver's own wait.  See docs/design.md. */
+#include "staging.h"
+#include "route.h"
+#include "../base/message.h"
+#include "../base/options.h"
+#include "../driver/capture.h"
+#include "../driver/driver.h"
+
+enum { FILLING, FENCED, OVER };
+
+#define ALIGN 64 /* callers filling neighbouring copies write no line in common */
+
+static int warned;
+
+void pf_bounce_init(struct pf_bounce *b) {
+    *b = (struct pf_bounce){.tried = 0};
+    pthread_mutex_init(&b->lock, NULL);
+}
+
+/* The calls a capture could refuse (a pinned allocation, an event query, a
+ * synchronisation) are made in the relaxed capture mode, so that a capture
+ * begun meanwhile on another thread is not invalidated; the rest of a
+ * bounce (copies, event records, pointer queries) is allowed beside any
+ * capture, and most bounces make none of these calls. */
+
+/* The ring and its events, in ctx, on its first bounce (lock held).  The
+ * size is the option's, halved until the driver agrees. */
+static void make(struct pf_bounce *b, CUcontext ctx) {
+    size_t size = pf_options()->bounce & ~(size_t)(ALIGN - 1);
+    CUstreamCaptureMode mode = pf_capture_relax();
+    int pushed = pf_context_enter(ctx);
+    void *mem = NULL;
+    while (size >= ALIGN && PF_CALL(cuMemHostAlloc, &mem, size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+        size = size / 2 & ~(size_t)(ALIGN - 1);
+    int k = 0;
+    while (mem && k < PF_BOUNCE_FENCES &&
+           PF_CALL(cuEventCreate, &b->fences[k].ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)
+        k++;
+    if (k < PF_BOUNCE_FENCES) { /* all or nothing: the fences are used round the ring */
+        while (k--)
+            PF_CALL(cuEventDestroy_v2, b->fences[k].ev);
+        if (mem)
+            PF_CALL(cuMemFreeHost, mem);
+        mem = NULL;
+        pf_msg_once(warned, PF_WARNING, "could not pin a bounce area; small asynchronous H2D copies pass through");
+    }
+    pf_context_leave(pushed);
+    pf_capture_restore(mode);
+    b->mem = mem;
+    b->size = mem ? size : 0;
+    b->tried = 1;
+    if (mem)
+        pf_msg(PF_INFO, "bounce area of %zu KiB", size >> 10);
+}
+
+/* Gives back the space of the oldest fences that are over (lock held). */
+static void reclaim(struct pf_bounce *b) {
+    CUstreamCaptureMode mode = pf_capture_relax();
+    while (b->count) {
+        struct pf_bounce_fence *f = &b->fences[b->first];
+        int state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+        if (state == FILLING || (state == FENCED && PF_CALL(cuEventQuery, f->ev) != CUDA_SUCCESS))
+            break;
+        b->tail = f->end;
+        b->first = (b->first + 1) % PF_BOUNCE_FENCES;
+        b->count--;
+    }
+    pf_capture_restore(mode);
+}
+
+/* Space for len bytes and a fence after them, at the ring's end or, where
+ * they would straddle it, at its start; NULL when there is none (lock
+ * held).  Completed fences are asked for only then: a driver call each. */
+static struct pf_bounce_fence *take(struct pf_bounce *b, size_t len, uint64_t *at) {
+    for (int tries = 0;; tries++) {
+        if (!b->count) /* nothing in flight: start from the ring's start */
+            b->head = b->tail = 0;
+        uint64_t p = b->head;
+        size_t off = p % b->size;
+        if (off + len > b->size)
+            p += b->size - off;
+        if (b->count < PF_BOUNCE_FENCES && p + len - b->tail <= b->size) {
+            struct pf_bounce_fence *f = &b->fences[(b->first + b->count++) % PF_BOUNCE_FENCES];
+            __atomic_store_n(&f->state, FILLING, __ATOMIC_RELAXED);
+            f->end = b->head = p + len;
+            *at = p;
+            return f;
+        }
+        if (tries)
+            return NULL;
+        reclaim(b);
+    }
+}
+
+/* The bounce itself, once pf_route_confirm() allowed it: 0 when there is
+ * no area or no space. */
+static int bounce(const struct pf_xfer *x, CUresult *result) {
+    struct pf_context *c = pf_context_of(x->stream, 0);
+    if (!c)
+        return 0;
+    struct pf_bounce *b = &c->bounce;
+    size_t len = (x->bytes + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+    uint64_t at = 0;
+    struct pf_bounce_fence *f = NULL;
+    pthread_mutex_lock(&b->lock);
+    if (!b->tried)
+        make(b, c->handle);
+    if (b->mem && len <= b->size)
+        f = take(b, len, &at);
+    char *mem = b->mem;
+    size_t size = b->size;
+    pthread_mutex_unlock(&b->lock);
+    if (!f)
+        return 0;
+    const struct pf_options *o = pf_options();
+    char *slot = mem + at % size;
+    pf_copy_bytes(o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d,
+                  slot, x->host, x->bytes);
+    int state = OVER;
+    CUresult r = PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, slot, x->bytes, x->stream);
+    if (r == CUDA_SUCCESS) {
+        r = PF_CALL(cuEventRecord, f->ev, x->stream);
+        if (r == CUDA_SUCCESS) {
+            state = FENCED;
+        } else { /* no fence: the DMA is over before its space is reused */
+            CUstreamCaptureMode mode = pf_capture_relax();
+            PF_CALL(cuStreamSynchronize, x->stream);
+            pf_capture_restore(mode);
+        }
+    }
+    __atomic_store_n(&f->state, state, __ATOMIC_RELEASE);
+    *result = r;
+    return 1;
+}
+
+int pf_engine_bounce(const struct pf_xfer *x, CUresult *result) {
+    uint64_t mark[2];
+    if (!pf_route_confirm(x, 0, mark))
+        return 0;
+    /* as a staged copy, no cancellation point: cancelled holding the
+     * lock or a fence FILLING, it would stop the ring for good */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    int done = bounce(x, result);
+    pthread_setcancelstate(cancel, NULL);
+    return done;
+}

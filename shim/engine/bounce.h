@@ -1,0 +1,39 @@
+/* Inside the engine: a context's bounce area, the pinned ring that small
+ * asynchronous pageable H2D copies go through (bounce.c).  It lives in the
+ * context's record (staging.h); entry/ reaches it through pf_engine_bounce
+ * (engine.h). */
+#ifndef PINFAST_BOUNCE_H
+#define PINFAST_BOUNCE_H
+
+#include "../driver/cuda_api.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define PF_BOUNCE_FENCES 256 /* copies a context may have in flight through its area */
+
+struct pf_bounce_fence {
+    CUevent ev;
+    int state;    /* FILLING, FENCED (ev after the DMA) or OVER (nothing to wait for) */
+    uint64_t end; /* the ring position past the copy */
+};
+
+/* Ring positions only grow: [tail, head) is in use, at offsets modulo size.
+ * The fences are in the order their space was taken, and space comes back
+ * in that order, as their events complete. */
+struct pf_bounce {
+    pthread_mutex_t lock;
+    int tried;          /* the area was made, or could not be */
+    char *mem;          /* NULL: none; the copies pass through */
+    size_t size;
+    uint64_t head, tail;
+    unsigned first, count;
+    struct pf_bounce_fence fences[PF_BOUNCE_FENCES];
+};
+
+/* A new record's area (also a destroyed context's record reused: the
+ * driver freed its area and events): nothing yet, made on the context's
+ * first bounce. */
+void pf_bounce_init(struct pf_bounce *b);
+
+#endif

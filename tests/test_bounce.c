@@ -1,0 +1,344 @@
+/* test_bounce: asynchronous H2D copies from pageable memory under
+ * PINFAST_MIN_SIZE go through the bounce area (engine/bounce.c): they
+ * return without waiting for their stream (the fake, like the driver, makes
+ * a pageable asynchronous H2D wait for it: the .plain run checks that it
+ * does), land the bytes the source held at the call, in stream order with
+ * staged copies, D2D and D2H, pass through when the area is full, in a
+ * capture, and for bad input, in contexts made and destroyed, and across a
+ * fork.  Each case
+ * runs against the fake alone (.plain) and under pinfast (.pinfast). */
+#define _GNU_SOURCE
+#include "t.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define HOLD_US 400000 /* how long a "kernel" keeps its stream busy */
+
+static CUstream blocking, nonblocking;
+
+static int setup(void **state) { return t_setup_streams(state, &blocking, &nonblocking); }
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A long-running kernel on the stream. */
+static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
+
+static void hold_stream(CUstream s, unsigned us) { CK(D.LaunchHostFunc(s, hold, (void *)(uintptr_t)us)); }
+
+/* Device bytes as a pageable buffer (D2H is synchronous for pageable). */
+static void expect_device(CUdeviceptr d, const unsigned char *want, size_t n, const char *what)
+{
+    unsigned char *back = malloc(n);
+    t_poison(back, n);
+    CK(D.MemcpyDtoH(back, d, n));
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != want[i])
+            fail_msg("%s: byte %zu of %zu is 0x%02x, not 0x%02x", what, i, n, back[i], want[i]);
+    free(back);
+}
+
+/* ---- no wait --------------------------------------------------------------------- */
+/* A 1 KiB copy behind a long kernel returns at once under pinfast and after
+ * the kernel without it; the source overwritten right after the call
+ * changes nothing that lands. */
+static void test_no_wait_behind_kernel(void **s)
+{
+    (void)s;
+    CUstream streams[] = {blocking, nonblocking, NULL};
+    for (int k = 0; k < 3; k++) {
+        size_t n = t_rand_range(1, 4 * KiB);
+        unsigned char *h = malloc(n), *want = malloc(n);
+        CUdeviceptr d;
+        CK(D.MemAlloc(&d, n));
+        t_fill(h, n, t_rand());
+        memcpy(want, h, n);
+        hold_stream(streams[k], HOLD_US);
+        double t0 = now();
+        CK(D.MemcpyHtoDAsync(d, h, n, streams[k]));
+        double took = now() - t0;
+        t_poison(h, n);
+        if (t_pinfast() && took > HOLD_US * 0.5e-6)
+            fail_msg("stream %d: a %zu-byte asynchronous H2D waited %.3f s for the kernel before it", k, n, took);
+        if (!t_pinfast() && took < HOLD_US * 0.75e-6)
+            fail_msg("stream %d: the fake returned from a pageable asynchronous H2D after %.3f s, "
+                     "not waiting for the stream as the driver does", k, took);
+        CK(D.StreamSynchronize(streams[k]));
+        expect_device(d, want, n, "a bounced copy whose source was overwritten after the call");
+        CK(D.MemFree(d));
+        free(h);
+        free(want);
+    }
+}
+
+/* ---- order --------------------------------------------------------------------- */
+/* Random copies on one stream into one device buffer, mirrored in a model:
+ * small asynchronous H2D (bounced), large ones (staged), D2D within the
+ * buffer, asynchronous D2H into pageable and pinned memory, each source
+ * overwritten right after its call.  The stream starts each round behind a
+ * short kernel, so that the copies queue. */
+static void test_order_mixed(void **s)
+{
+    (void)s;
+    const size_t size = 8 * MiB;
+    CUdeviceptr d, scratch;
+    CK(D.MemAlloc(&d, size));
+    CK(D.MemAlloc(&scratch, size));
+    unsigned char *model = malloc(size), *src = malloc(size), *out = malloc(size), *pin;
+    CK(D.MemAllocHost((void **)&pin, size));
+    t_fill(model, size, t_rand());
+    CK(D.MemcpyHtoD(d, model, size));
+    CUstream streams[] = {blocking, nonblocking, NULL};
+    for (int round = 0; round < 24; round++) {
+        CUstream st = streams[t_rand_range(0, 2)];
+        hold_stream(st, 2000);
+        for (int op = 0; op < 40; op++) {
+            int kind = (int)t_rand_range(0, 9);
+            size_t n = kind < 6 ? t_rand_range(1, 64 * KiB) : t_rand_range(1, 3 * MiB);
+            if (kind == 6)
+                n = t_rand_range(512 * KiB, 3 * MiB); /* staged */
+            size_t at = t_rand_range(0, size - n), from = t_rand_range(0, size - n);
+            if (kind <= 6) { /* H2D, the source overwritten at once */
+                t_fill(src, n, t_rand());
+                if (op % 2)
+                    CK(D.MemcpyHtoDAsync(d + at, src, n, st));
+                else
+                    CK(D.MemcpyAsync(d + at, (CUdeviceptr)(uintptr_t)src, n, st));
+                memcpy(model + at, src, n);
+                t_poison(src, n);
+            } else if (kind == 7) { /* D2D through the scratch buffer, stream-ordered */
+                CK(D.MemcpyDtoDAsync(scratch, d + from, n, st));
+                CK(D.MemcpyDtoDAsync(d + at, scratch, n, st));
+                memmove(model + at, model + from, n);
+            } else if (kind == 8) { /* D2H into pageable memory: in place on return */
+                t_poison(out, n);
+                CK(D.MemcpyDtoHAsync(out, d + from, n, st));
+                if (memcmp(out, model + from, n))
+                    fail_msg("round %d op %d: a D2H of %zu bytes read what the model does not hold", round, op, n);
+            } else { /* D2H into pinned memory, read after a sync */
+                t_poison(pin, n);
+                CK(D.MemcpyDtoHAsync(pin, d + from, n, st));
+                CK(D.StreamSynchronize(st));
+                if (memcmp(pin, model + from, n))
+                    fail_msg("round %d op %d: a pinned D2H of %zu bytes read what the model does not hold", round, op, n);
+            }
+        }
+        CK(D.StreamSynchronize(st));
+        expect_device(d, model, size, "the buffer after a round of mixed copies");
+    }
+    CK(D.MemFreeHost(pin));
+    CK(D.MemFree(d));
+    CK(D.MemFree(scratch));
+    free(model);
+    free(src);
+    free(out);
+}
+
+/* ---- a full area --------------------------------------------------------------- */
+/* More copies behind one kernel than the area holds (PINFAST_BOUNCE is
+ * 64K in bounce.small, and 256 fences in any case): the first return at
+ * once, those past the area's end pass through, all land. */
+static void test_area_full(void **s)
+{
+    (void)s;
+    const int copies = 300;
+    const size_t n = 1 * KiB, size = (size_t)copies * n;
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, size));
+    unsigned char *want = malloc(size), *h = malloc(n);
+    t_fill(want, size, t_rand());
+    for (int round = 0; round < 3; round++) {
+        hold_stream(blocking, HOLD_US);
+        double first = 0;
+        for (int i = 0; i < copies; i++) {
+            memcpy(h, want + (size_t)i * n, n);
+            double t0 = now();
+            CK(D.MemcpyHtoDAsync(d + (size_t)i * n, h, n, blocking));
+            if (!i)
+                first = now() - t0;
+            t_poison(h, n);
+        }
+        if (t_pinfast() && first > HOLD_US * 0.5e-6)
+            fail_msg("round %d: the first copy waited %.3f s behind the kernel", round, first);
+        CK(D.StreamSynchronize(blocking));
+        expect_device(d, want, size, "copies bounced and passed through");
+        t_fill(want, size, t_rand());
+    }
+    CK(D.MemFree(d));
+    free(want);
+    free(h);
+}
+
+/* ---- contexts ------------------------------------------------------------------- */
+/* Contexts made, bounced into and destroyed, again and again: a destroyed
+ * context's area is forgotten, the next gets its own; and a stream of a
+ * context that is not current bounces through its own context's area. */
+static void test_contexts(void **s)
+{
+    (void)s;
+    for (int round = 0; round < 40; round++) {
+        CUcontext c, popped;
+        CK(D.CtxCreate(&c, 0, 0));
+        CUstream st;
+        CK(D.StreamCreate(&st, CU_STREAM_NON_BLOCKING));
+        size_t n = t_rand_range(1, 256 * KiB);
+        CUdeviceptr d;
+        CK(D.MemAlloc(&d, n));
+        unsigned char *h = malloc(n), *want = malloc(n);
+        t_fill(want, n, t_rand());
+        memcpy(h, want, n);
+        if (round % 2) { /* from the main context, the stream's not current */
+            CK(D.CtxPopCurrent(&popped));
+            CK(D.CtxSetCurrent(T_CTX));
+            CK(D.MemcpyHtoDAsync(d, h, n, st));
+            t_poison(h, n);
+            CK(D.StreamSynchronize(st));
+            CK(D.CtxPushCurrent(c));
+        } else {
+            hold_stream(st, 2000);
+            CK(D.MemcpyHtoDAsync(d, h, n, st));
+            t_poison(h, n);
+            CK(D.StreamSynchronize(st));
+        }
+        expect_device(d, want, n, "a copy in a context made for it");
+        CK(D.MemFree(d));
+        CK(D.StreamDestroy(st));
+        CK(D.CtxPopCurrent(&popped));
+        CK(D.CtxDestroy(c));
+        free(h);
+        free(want);
+    }
+    CK(D.CtxSetCurrent(T_CTX));
+}
+
+/* ---- fork ------------------------------------------------------------------------ */
+/* A child forked after bounces forgets the area (it may use no CUDA state
+ * of its parent) and exits cleanly, destructors run; the parent bounces on. */
+static void test_fork(void **s)
+{
+    (void)s;
+    size_t n = 4 * KiB;
+    unsigned char *h = malloc(n), *want = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, n));
+    for (int round = 0; round < 3; round++) {
+        t_fill(want, n, t_rand());
+        memcpy(h, want, n);
+        hold_stream(blocking, 2000);
+        CK(D.MemcpyHtoDAsync(d, h, n, blocking));
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            exit(0);
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st))
+            fail_msg("round %d: the child ended with status 0x%x", round, st);
+        t_poison(h, n);
+        CK(D.StreamSynchronize(blocking));
+        expect_device(d, want, n, "a copy bounced before a fork");
+    }
+    CK(D.MemFree(d));
+    free(h);
+    free(want);
+}
+
+/* ---- captures ------------------------------------------------------------------- */
+/* A captured copy reads its source when the graph runs: it passes through. */
+static void test_capture(void **s)
+{
+    (void)s;
+    CUstream st;
+    CK(D.StreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    for (int round = 0; round < 6; round++) {
+        size_t n = t_rand_range(1, 64 * KiB);
+        unsigned char *h = malloc(n), *want = malloc(n);
+        CUdeviceptr d;
+        CK(D.MemAlloc(&d, n));
+        t_fill(h, n, t_rand());
+        CK(D.StreamBeginCapture(st, round % 2 ? CU_STREAM_CAPTURE_MODE_GLOBAL : CU_STREAM_CAPTURE_MODE_RELAXED));
+        CK(D.MemcpyHtoDAsync(d, h, n, st));
+        CUgraph g;
+        CK(D.StreamEndCapture(st, &g));
+        CUgraphExec ge;
+        CK(D.GraphInstantiateWithFlags(&ge, g, 0));
+        t_fill(want, n, t_rand());
+        memcpy(h, want, n); /* what the graph reads when it runs */
+        CK(D.GraphLaunch(ge, st));
+        CK(D.StreamSynchronize(st));
+        expect_device(d, want, n, "a captured copy, launched after its source changed");
+        CK(D.GraphExecDestroy(ge));
+        CK(D.GraphDestroy(g));
+        CK(D.MemFree(d));
+        free(h);
+        free(want);
+    }
+    CK(D.StreamDestroy(st));
+}
+
+/* ---- bad input ------------------------------------------------------------------ */
+/* The driver's own answers: zero bytes, NULL source, a bad stream, an
+ * unknown or too short device range; managed and mapped destinations are
+ * copied as the driver copies them. */
+static void test_bad_input(void **s)
+{
+    (void)s;
+    unsigned char *h = malloc(4096);
+    t_fill(h, 4096, t_rand());
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, 4096));
+    CK(D.MemcpyHtoDAsync(d, h, 0, blocking));
+    CK(D.MemcpyHtoDAsync(d, NULL, 0, blocking));
+    CK_EQ(D.MemcpyHtoDAsync(d, NULL, 64, blocking), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyHtoDAsync(d, h, 64, (CUstream)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
+    CK_EQ(D.MemcpyHtoDAsync(d + 4000, h, 200, blocking), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyHtoDAsync((CUdeviceptr)(1ULL << 61), h, 64, blocking), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyAsync(d, (CUdeviceptr)(uintptr_t)h, 0, blocking), CUDA_SUCCESS);
+    CK_EQ(D.MemcpyAsync(d + 4000, (CUdeviceptr)(uintptr_t)h, 200, blocking), CUDA_ERROR_INVALID_VALUE);
+    CK(D.StreamSynchronize(blocking));
+    CUdeviceptr managed;
+    CK(D.MemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL));
+    CK(D.MemcpyHtoDAsync(managed, h, 4096, blocking));
+    CK(D.StreamSynchronize(blocking));
+    if (memcmp((void *)(uintptr_t)managed, h, 4096))
+        fail_msg("managed memory after an asynchronous H2D into it");
+    void *mapped;
+    CUdeviceptr md;
+    CK(D.MemHostAlloc(&mapped, 4096, CU_MEMHOSTALLOC_DEVICEMAP));
+    CK(D.MemHostGetDevicePointer(&md, mapped, 0));
+    CK(D.MemcpyAsync(md, (CUdeviceptr)(uintptr_t)h, 4096, blocking));
+    CK(D.StreamSynchronize(blocking));
+    if (memcmp(mapped, h, 4096))
+        fail_msg("mapped memory after an asynchronous copy into it");
+    CK(D.MemFreeHost(mapped));
+    CK(D.MemFree(managed));
+    CK(D.MemFree(d));
+    free(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_wait_behind_kernel),
+        cmocka_unit_test(test_order_mixed),
+        cmocka_unit_test(test_area_full),
+        cmocka_unit_test(test_contexts),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
