@@ -94,6 +94,7 @@ struct fake_op {
     void *user;
     void *owned;              /* freed after the op ran (snapshots, OP_FREE) */
     struct fake_event *ev;    /* OP_EVENT */
+    size_t staged;            /* a pageable async H2D's bytes in the driver's staging */
     struct fake_dep *deps;    /* waited for before the op runs */
     size_t ndeps;
     uint64_t seq;
@@ -119,6 +120,7 @@ struct fake_stream {
     pthread_t capture_thread;      /* the thread that began the capture */
     int capture_invalid;           /* CU_STREAM_CAPTURE_STATUS_INVALIDATED */
     unsigned long copies;          /* copy ops queued or captured (fakecuda_stream_copies) */
+    size_t staged;                 /* bytes of its queued ops' `staged` */
     struct fake_stream *next;      /* global list of live streams, then of dead ones */
 };
 #define FAKE_STREAM_MAGIC 0x5757A3A3u
@@ -134,8 +136,15 @@ void fake_op_free(struct fake_op *op);
  * capture was invalidated); *seq = its sequence number, 0 when captured. */
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
 void fake_stream_wait(struct fake_stream *s, uint64_t seq);
-/* Waits for everything queued on s so far. */
-void fake_stream_drain(struct fake_stream *s);
+/* A pageable asynchronous H2D of `bytes` about to be queued as op: the real
+ * driver copies it into its own pinned staging memory and returns at once
+ * while that lasts (FAKE_STAGING bytes of such copies not yet run on the
+ * stream); beyond, it first waits for everything queued on the stream.  On
+ * the H100 (driver 580, tests/gpu/probes/bounce_line.c): one copy of 2 MiB
+ * or 256 of 4 KiB behind 5 ms of work returned at once; one of 4 MiB, or
+ * 256 of 16 KiB, waited for the work. */
+#define FAKE_STAGING (2u << 20)
+void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes);
 int fake_stream_capturing(struct fake_stream *s);
 /* Capture modes: the check made by every call that the real driver deems
  * potentially unsafe during a capture (synchronizing, querying, pinned

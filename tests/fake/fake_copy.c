@@ -4,11 +4,10 @@
  * host-synchronisation rules:
  *   - sync copies are queued on their stream and waited for, except
  *     device-to-device, which the real driver returns from at once;
- *   - async H2D from pageable memory first waits for the work queued
- *     before it on its stream (the real driver synchronises the stream
- *     before staging a pageable copy), then snapshots the source before
+ *   - async H2D from pageable memory snapshots the source before
  *     returning and completes later in stream order (the source may be
- *     reused at once);
+ *     reused at once); beyond the driver's staging memory it first waits
+ *     for the work queued before it on its stream (fake_stream_stage);
  *   - async D2H to pageable memory returns only once the data is in place;
  *   - async copies from/to pinned, registered, managed and device memory are
  *     truly asynchronous: memory is read/written when the op runs;
@@ -38,9 +37,9 @@ static CUresult submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!sync && !capturing && skind == MEM_PAGEABLE) {
-        if (dkind != MEM_PAGEABLE)
-            fake_stream_drain(s);
         size_t span = span_of(&cp, 1);
+        if (dkind != MEM_PAGEABLE)
+            fake_stream_stage(s, op, span);
         op->owned = malloc(span);
         if (!op->owned) {
             fake_op_free(op);

@@ -184,6 +184,7 @@ static void *worker(void *arg)
             event_unref_locked(op->ev);
         }
         s->completed = op->seq;
+        s->staged -= op->staged;
         pthread_cond_broadcast(&fake_cv);
         fake_op_free(op);
     }
@@ -420,10 +421,13 @@ void fake_stream_wait(struct fake_stream *s, uint64_t seq)
     pthread_mutex_unlock(&fake_lock);
 }
 
-void fake_stream_drain(struct fake_stream *s)
+void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes)
 {
     pthread_mutex_lock(&fake_lock);
-    stream_wait_seq_locked(s, s->enqueued);
+    if (s->staged + bytes > FAKE_STAGING)
+        stream_wait_seq_locked(s, s->enqueued);
+    op->staged = bytes;
+    s->staged += bytes;
     pthread_mutex_unlock(&fake_lock);
 }
 

@@ -6,7 +6,11 @@
  *              no module needed); the driver waits for that work first;
  *   copy_gbps: the copy's own throughput, between events recorded before
  *              and after it, behind the same busy stream;
- *   idle_us:   on an idle stream, the call plus a stream synchronisation.
+ *   idle_us:   on an idle stream, the call plus a stream synchronisation;
+ *   burst_us:  the time until BURST copies of the size (16 MiB at most in
+ *              all) made back to back behind the busy stream have all
+ *              returned: the driver stages small copies without waiting
+ *              only as long as its own staging memory lasts.
  * Medians of REPS.  Run it plain, and preloaded with PINFAST_BOUNCE=0 and
  * at the defaults (bounce_line.sh runs the three).  The first argument
  * labels the table.
@@ -20,6 +24,7 @@
 
 #define REPS 21
 #define BUSY_MS 5.0
+#define BURST 256
 
 int main(int argc, char **argv) {
     const char *label = argc > 1 ? argv[1] : "run";
@@ -50,10 +55,12 @@ int main(int argc, char **argv) {
     CK(cuEventElapsedTime(&one_ms, b0, b1));
     int memsets = (int)(BUSY_MS / (one_ms > 0.01f ? one_ms : 0.01f)) + 1;
     printf("%s: the busy stream: %d memsets of 1 GiB, %.2f ms each\n", label, memsets, one_ms);
-    printf("%-10s %10s %10s %10s %10s\n", "bytes", "return_us", "copy_gbps", "idle_us", "idle_gbps");
+    printf("%-10s %10s %10s %10s %10s %10s %10s\n", "bytes", "return_us", "copy_gbps", "idle_us", "idle_gbps",
+           "burst", "burst_us");
     for (int k = 0; k < nsizes; k++) {
         size_t n = sizes[k];
-        double ret[REPS], gbps[REPS], idle[REPS];
+        double ret[REPS], gbps[REPS], idle[REPS], burst[REPS];
+        int copies = n * BURST <= (16u << 20) ? BURST : (int)((16u << 20) / n);
         for (int r = 0; r < REPS; r++) {
             for (int m = 0; m < memsets; m++)
                 CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
@@ -70,16 +77,26 @@ int main(int argc, char **argv) {
             CK(cuMemcpyHtoDAsync(d, h, n, st));
             CK(cuStreamSynchronize(st));
             idle[r] = (probe_now() - t0) * 1e6;
+            for (int m = 0; m < memsets; m++)
+                CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
+            t0 = probe_now();
+            for (int i = 0; i < copies; i++) {
+                size_t off = (size_t)i * n % (most - n + 1);
+                CK(cuMemcpyHtoDAsync(d + off, h + off, n, st));
+            }
+            burst[r] = (probe_now() - t0) * 1e6;
+            CK(cuStreamSynchronize(st));
         }
-        memset(back, 0, n);
-        CK(cuMemcpyDtoH(back, d, n));
-        if (memcmp(back, h, n)) {
+        memset(back, 0, most);
+        CK(cuMemcpyDtoH(back, d, most));
+        size_t span = copies * n < most ? copies * n : most;
+        if (memcmp(back, h, span)) {
             fprintf(stderr, "%s: %zu bytes: wrong bytes landed\n", label, n);
             return 1;
         }
         double mi = probe_median(idle, REPS);
-        printf("%-10zu %10.1f %10.2f %10.1f %10.2f\n", n, probe_median(ret, REPS), probe_median(gbps, REPS), mi,
-               n / (mi * 1e-6) / 1e9);
+        printf("%-10zu %10.1f %10.2f %10.1f %10.2f %10d %10.1f\n", n, probe_median(ret, REPS),
+               probe_median(gbps, REPS), mi, n / (mi * 1e-6) / 1e9, copies, probe_median(burst, REPS));
     }
     return 0;
 }
