@@ -5,6 +5,7 @@
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
+#include "../engine/shape.h"
 #include "../memory/pending.h"
 #include "../observe/nvtx.h"
 
@@ -14,6 +15,20 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
     if (s)
         return s;
     return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+}
+
+/* Has the engine stage x: 1 when it did (c->result is the copy's). */
+static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted,
+                                                       const struct pf_xfer *x) {
+    CUresult r;
+    *noted = pf_nvtx_push("stage", x->dir, x->bytes);
+    int staged = pf_engine_copy(x, &r, &c->chunks);
+    pf_nvtx_pop(*noted);
+    if (staged) {
+        c->path = PF_PATH_STAGED;
+        c->result = r;
+    }
+    return staged;
 }
 
 /* A linear copy up to the driver's call: routes it, has the engine stage
@@ -47,15 +62,7 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
         .stream = explicit_stream(s, ptds),
         .async = async,
     };
-    CUresult r;
-    *noted = pf_nvtx_push("stage", rt.dir, n);
-    int staged = pf_engine_copy(&x, &r, &c->chunks);
-    pf_nvtx_pop(*noted);
-    if (staged) {
-        c->path = PF_PATH_STAGED;
-        c->result = r;
-    }
-    return staged;
+    return stage(c, noted, &x);
 }
 
 /* The body of a linear copy's wrapper; `call` is the driver's own. */
@@ -144,6 +151,59 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
 #define SHAPE_ROUTE(p)                                                         \
     pf_route_of(pf_route_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice), \
                 pf_route_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice))
+
+/* Whether a copy routed rt of n bytes is worth a closer look (engine/shape.h
+ * decides). */
+static inline int stageable(struct pf_route rt, size_t n) {
+    return rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+           pf_options()->stage && n >= pf_options()->min_size;
+}
+
+/* A pitched or array copy: like linear(), with the transfer shape.h made
+ * of it (NULL: none, it passes through). */
+static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size_t n, struct pf_route rt,
+                  struct pf_xfer *x) {
+    pf_observe_start(c, api, n, 1);
+    c->dir = rt.dir;
+    c->host = rt.host;
+    c->path = PF_PATH_PASSTHROUGH;
+    *noted = 0;
+    return x && stage(c, noted, x);
+}
+
+/* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
+ * from x_ and s_ (1) or says it passes through (0). */
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, call)        \
+    do {                                                                       \
+        struct pf_route rt_ = route;                                           \
+        struct pf_shape s_;                                                    \
+        struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as};   \
+        struct pf_copy_seen c_;                                                \
+        int noted_;                                                            \
+        int ok_ = stageable(rt_, n) && (xfer);                                 \
+        if (!shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL)) { \
+            noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);         \
+            c_.result = call;                                                  \
+            pf_nvtx_pop(noted_);                                               \
+        }                                                                      \
+        pf_observe_copy(&c_);                                                  \
+        return (CUresult)c_.result;                                            \
+    } while (0)
+
+/* 2D: the bytes the report counts (overflowing extents: the driver refuses
+ * them, and they count 0). */
+static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
+}
+#define SHAPED_2D(family, ptds, as, p, st, call)                               \
+    do {                                                                       \
+        if (!pf_enter() || !(p))                                               \
+            return call;                                                       \
+        pf_pending_wait(NULL, (size_t)-1);                                     \
+        SHAPED_STAGE(family, bytes_2d(p), SHAPE_ROUTE(p), st, ptds, as,       \
+                     pf_shape_2d(p, rt_, &x_, &s_), call);                     \
+    } while (0)
 #define SHAPED(family, p, bytes, call)                                         \
     do {                                                                       \
         if (!pf_enter() || !(p))                                               \
@@ -153,11 +213,11 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
-        SHAPED(family, p, p->WidthInBytes * p->Height, PF_CALL(sym, p));       \
+        SHAPED_2D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M2D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) {                  \
-        SHAPED(family, p, p->WidthInBytes * p->Height, PF_CALL(sym, p, s));    \
+        SHAPED_2D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 #define WRAP_M3D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
