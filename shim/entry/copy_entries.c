@@ -1,6 +1,7 @@
 /* The copy entry points, made from the table (PF_COPY_ENTRIES).  A linear
- * copy is routed (engine/route.h), then staged by the engine or passed to
- * the driver; the others always pass through.  Every copy is seen once by
+ * copy is routed (engine/route.h), a 2D or host <-> array copy made into a
+ * transfer (engine/shape.h), then staged by the engine or passed to the
+ * driver; the others (3D, peer, batches) always pass through.  Every copy is seen once by
  * the observers (pf_observe_copy). */
 #include "entry.h"
 #include "../engine/engine.h"
@@ -226,6 +227,37 @@ static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
 #define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
         SHAPED(family, p, p->WidthInBytes * p->Height * p->Depth, PF_CALL(sym, p, s)); \
+    }
+
+/* Host <-> array copies: the host side is classified, the array is device
+ * memory. */
+static inline struct pf_route array_route(enum pf_dir dir, const void *host) {
+    enum pf_mem h = pf_classify((uintptr_t)host);
+    return dir == PF_DIR_H2D ? pf_route_of(h, PF_MEM_DEVICE) : pf_route_of(PF_MEM_DEVICE, h);
+}
+#define ARRAY_COPY(family, ptds, as, dir, a, o, h, n, st, call)                \
+    do {                                                                       \
+        if (!pf_enter())                                                       \
+            return call;                                                       \
+        pf_pending_wait(h, n);                                                 \
+        SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as,             \
+                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), call); \
+    } while (0)
+#define WRAP_HTOA(family, ptds, sym)                                           \
+    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) {        \
+        ARRAY_COPY(family, ptds, 0, PF_DIR_H2D, a, o, h, n, 0, PF_CALL(sym, a, o, h, n)); \
+    }
+#define WRAP_HTOA_ASYNC(family, ptds, sym)                                     \
+    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n, CUstream st) { \
+        ARRAY_COPY(family, ptds, 1, PF_DIR_H2D, a, o, h, n, st, PF_CALL(sym, a, o, h, n, st)); \
+    }
+#define WRAP_ATOH(family, ptds, sym)                                           \
+    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n) {              \
+        ARRAY_COPY(family, ptds, 0, PF_DIR_D2H, a, o, h, n, 0, PF_CALL(sym, h, a, o, n)); \
+    }
+#define WRAP_ATOH_ASYNC(family, ptds, sym)                                     \
+    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n, CUstream st) { \
+        ARRAY_COPY(family, ptds, 1, PF_DIR_D2H, a, o, h, n, st, PF_CALL(sym, h, a, o, n, st)); \
     }
 
 /* A batch is one row: its direction and kind if all copies agree, else mixed. */
