@@ -1,8 +1,8 @@
 /* The copy entry points, made from the table (PF_COPY_ENTRIES).  A linear
  * copy is routed (engine/route.h), a 2D or host <-> array copy made into a
  * transfer (engine/shape.h), then staged by the engine or passed to the
- * driver; the others (3D, peer, batches) always pass through.  Every copy is seen once by
- * the observers (pf_observe_copy). */
+ * driver; the others (3D, peer, batches) always pass through.  Every copy is
+ * seen once by the observers (pf_observe_copy). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
@@ -174,11 +174,11 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
 
 /* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
  * from x_ and s_ (1) or says it passes through (0). */
-#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, call)        \
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, call)               \
     do {                                                                       \
         struct pf_route rt_ = route;                                           \
         struct pf_shape s_;                                                    \
-        struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as};   \
+        struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as}; \
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
         int ok_ = stageable(rt_, n) && (xfer);                                 \
