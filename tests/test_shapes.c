@@ -1,7 +1,8 @@
 /* test_shapes: every copy shape pinfast stages gives what the driver alone
  * gives.  A child runs random cases (2D copies between pageable memory and
  * device memory, unified pointers or arrays of random formats, with random
- * widths, heights, pitches and offsets; host <-> 1D array copies; copies
+ * widths, heights, pitches and offsets; 3D copies of random depths, heights
+ * and slice offsets; host <-> 1D array copies; copies
  * across VMM mappings laid end to end; bad input of each kind) and logs,
  * per case, the return code and a hash of every byte of both sides after
  * it (host and device sides filled with random data, the destination's
@@ -24,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CASES 300
+#define CASES 360
 #define DEVSIZE ((size_t)4 << 20)
 #define HOSTSIZE ((size_t)4 << 20)
 #define GRAN ((size_t)2 << 20)
@@ -220,6 +221,61 @@ static void case_2d(FILE *log, int i, int h2d, int arr, int uni, int api, enum b
         CK(D.ArrayDestroy(a));
 }
 
+/* ---- one 3D copy: slices of pitched rows ------------------------------------- */
+enum bad3 { OK3, HEIGHT_LT_ROWS, LOD, PITCH3_LT_WIDTH, OVERFLOW_Z, NBAD3 };
+
+/* Slices of rows between HOST and device memory (unified when uni), with
+ * heights at least the rows (the host's sometimes exactly: contiguous). */
+static void case_3d(FILE *log, int i, int h2d, int uni, int api, enum bad3 bad)
+{
+    uint64_t salt = t_rand();
+    size_t w = t_rand_range(1, 4) == 1 ? t_rand_range(1, 96 << 10) : t_rand_range(1, 4 << 10);
+    size_t rows = t_rand_range(1, 64), depth = t_rand_range(1, 8);
+    size_t hx = t_rand_range(0, 1) ? 0 : t_rand_range(1, 64), dx = t_rand_range(0, 1) ? 0 : t_rand_range(1, 64);
+    size_t hp = t_rand_range(0, 1) ? w + hx : w + hx + t_rand_range(1, 300);
+    size_t dp = t_rand_range(0, 1) ? w + dx : w + dx + t_rand_range(1, 300);
+    size_t hh = rows + (t_rand_range(0, 1) ? 0 : t_rand_range(1, 5)), dh = rows + (t_rand_range(0, 1) ? 0 : t_rand_range(1, 5));
+    size_t hz = t_rand_range(0, 1), dz = t_rand_range(0, 1), hy = t_rand_range(0, 2), dy = t_rand_range(0, 2);
+    while (((hz + depth) * hh + hy) * hp > HOSTSIZE || ((dz + depth) * dh + dy) * dp > DEVSIZE) {
+        if (depth > 1)
+            depth /= 2;
+        else if (rows > 1)
+            rows /= 2, hh = dh = rows;
+        else
+            w /= 2, hp = w + hx, dp = w + dx;
+    }
+    CUmemorytype t = uni ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
+    CUDA_MEMCPY3D m = { .WidthInBytes = w, .Height = rows, .Depth = depth };
+    if (h2d) {
+        m.srcMemoryType = CU_MEMORYTYPE_HOST, m.srcHost = HOST, m.srcXInBytes = hx, m.srcY = hy, m.srcZ = hz;
+        m.srcPitch = hp, m.srcHeight = hh;
+        m.dstMemoryType = t, m.dstDevice = DEV, m.dstXInBytes = dx, m.dstY = dy, m.dstZ = dz;
+        m.dstPitch = dp, m.dstHeight = dh;
+    } else {
+        m.dstMemoryType = CU_MEMORYTYPE_HOST, m.dstHost = HOST, m.dstXInBytes = hx, m.dstY = hy, m.dstZ = hz;
+        m.dstPitch = hp, m.dstHeight = hh;
+        m.srcMemoryType = t, m.srcDevice = DEV, m.srcXInBytes = dx, m.srcY = dy, m.srcZ = dz;
+        m.srcPitch = dp, m.srcHeight = dh;
+    }
+    switch (bad) {
+    case HEIGHT_LT_ROWS:
+        m.Height = rows + 1, m.Depth = depth < 2 ? 2 : depth;
+        *(h2d ? &m.srcHeight : &m.dstHeight) = rows;
+        break;
+    case LOD: m.srcLOD = 1; break;
+    case PITCH3_LT_WIDTH: m.Height = 2, *(h2d ? &m.srcPitch : &m.dstPitch) = w - 1, m.WidthInBytes = w < 2 ? 2 : w; break;
+    case OVERFLOW_Z: *(h2d ? &m.srcZ : &m.dstZ) = SIZE_MAX / 8; break;
+    default: break;
+    }
+    dev_fill(DEV, DEVSIZE, salt ^ 1);
+    t_fill(HOST, HOSTSIZE, salt);
+    CUresult r = api == 0 ? D.Memcpy3D(&m) : D.Memcpy3DAsync(&m, api == 1 ? S : 0);
+    uint64_t h = fnv(HOST, HOSTSIZE, 0xcbf29ce484222325ULL);
+    h = dev_hash(DEV, DEVSIZE, h);
+    fprintf(log, "%d 3d h2d=%d uni=%d api=%d bad=%d w=%zu rows=%zu depth=%zu: %d %016llx\n", i, h2d, uni, api, bad,
+            m.WidthInBytes, m.Height, m.Depth, r, (unsigned long long)h);
+}
+
 /* ---- host <-> 1D array ------------------------------------------------------ */
 static void case_array(FILE *log, int i, int h2d, int async, int bad)
 {
@@ -292,10 +348,13 @@ static int child_run(const char *logf)
         D.StreamCreate(&S, CU_STREAM_NON_BLOCKING))
         return 31;
     for (int i = 0; i < CASES; i++) {
-        int kind = (int)t_rand_range(0, 9), h2d = (int)t_rand_range(0, 1);
+        int kind = (int)t_rand_range(0, 11), h2d = (int)t_rand_range(0, 1);
         enum bad bad = t_rand_range(0, 3) ? OK : (enum bad)t_rand_range(1, NBAD - 1);
         if (kind < 6)
             case_2d(log, i, h2d, kind >= 4, kind == 3, (int)t_rand_range(0, 3), bad);
+        else if (kind >= 10)
+            case_3d(log, i, h2d, kind == 11 && t_rand_range(0, 1), (int)t_rand_range(0, 2),
+                    t_rand_range(0, 3) ? OK3 : (enum bad3)t_rand_range(1, NBAD3 - 1));
         else if (kind < 9)
             case_array(log, i, h2d, (int)t_rand_range(0, 1), bad ? (int)t_rand_range(1, 3) : 0);
         else
@@ -349,6 +408,7 @@ static void equivalence(void **state)
     if (report_read(json, &r))
         fail_msg("report: %s", r.err);
     static const char *const shapes[] = { "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy2DAsync",
+                                          "cuMemcpy3D", "cuMemcpy3DAsync",
                                           "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyHtoAAsync",
                                           "cuMemcpyAtoHAsync", "cuMemcpyHtoD", "cuMemcpyDtoH" };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

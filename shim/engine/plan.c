@@ -20,8 +20,13 @@ static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
         if (half < h->len)
             h->len = half;
     }
-    if (p->x->shape) /* whole rows, at least one (a slot holds one) */
-        h->len = h->len < p->x->shape->width ? p->x->shape->width : h->len - h->len % p->x->shape->width;
+    const struct pf_shape *sh = p->x->shape;
+    if (sh) { /* whole rows, at least one (a slot holds one), of one slice */
+        size_t row = h->off / sh->width, in_slice = (sh->slice_rows - row % sh->slice_rows) * sh->width;
+        h->len = h->len < sh->width ? sh->width : h->len - h->len % sh->width;
+        if (h->len > in_slice)
+            h->len = in_slice;
+    }
     p->next += h->len;
     p->nchunks++;
     if (p->ramp < p->chunk)
@@ -66,7 +71,7 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
  * program's memory. */
 static void split(const struct pf_plan *p, struct pf_chunk *h) {
     const struct pf_shape *sh = p->x->shape;
-    char *user = (char *)p->x->host + (sh ? h->off / sh->width * sh->hpitch : h->off);
+    char *user = (char *)p->x->host + (sh ? pf_shape_at(sh, h->off / sh->width) : h->off);
     int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
     size_t task = p->lean    ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS

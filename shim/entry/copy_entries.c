@@ -1,7 +1,7 @@
 /* The copy entry points, made from the table (PF_COPY_ENTRIES).  A linear
  * copy is routed (engine/route.h), a 2D or host <-> array copy made into a
  * transfer (engine/shape.h), then staged by the engine or passed to the
- * driver; the others (3D, peer, batches) always pass through.  Every copy is
+ * driver; the others (peer, batches) always pass through.  Every copy is
  * seen once by the observers (pf_observe_copy). */
 #include "entry.h"
 #include "../engine/engine.h"
@@ -191,8 +191,8 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         return (CUresult)c_.result;                                            \
     } while (0)
 
-/* 2D: the bytes the report counts (overflowing extents: the driver refuses
- * them, and they count 0). */
+/* 2D and 3D: the bytes the report counts (overflowing extents: the driver
+ * refuses them, and they count 0). */
 static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
@@ -205,12 +205,17 @@ static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
         SHAPED_STAGE(family, bytes_2d(p), SHAPE_ROUTE(p), st, ptds, as,       \
                      pf_shape_2d(p, rt_, &x_, &s_), call);                     \
     } while (0)
-#define SHAPED(family, p, bytes, call)                                         \
+static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
+}
+#define SHAPED_3D(family, ptds, as, p, st, call)                               \
     do {                                                                       \
         if (!pf_enter() || !(p))                                               \
             return call;                                                       \
         pf_pending_wait(NULL, (size_t)-1);                                     \
-        PASSED(family, SHAPE_ROUTE(p), bytes, call);                           \
+        SHAPED_STAGE(family, bytes_3d(p), SHAPE_ROUTE(p), st, ptds, as,       \
+                     pf_shape_3d(p, rt_, &x_, &s_), call);                     \
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
@@ -222,11 +227,11 @@ static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
     }
 #define WRAP_M3D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
-        SHAPED(family, p, p->WidthInBytes * p->Height * p->Depth, PF_CALL(sym, p)); \
+        SHAPED_3D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
-        SHAPED(family, p, p->WidthInBytes * p->Height * p->Depth, PF_CALL(sym, p, s)); \
+        SHAPED_3D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 
 /* Host <-> array copies: the host side is classified, the array is device
