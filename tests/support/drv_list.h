@@ -70,6 +70,7 @@
     X(MemMap, cuMemMap, 13000, PFN_cuMemMap_v10020, cuMemMap, cuMemMap) \
     X(MemUnmap, cuMemUnmap, 13000, PFN_cuMemUnmap_v10020, cuMemUnmap, cuMemUnmap) \
     X(MemSetAccess, cuMemSetAccess, 13000, PFN_cuMemSetAccess_v10020, cuMemSetAccess, cuMemSetAccess) \
+    X(MemGetAllocationGranularity, cuMemGetAllocationGranularity, 13000, PFN_cuMemGetAllocationGranularity_v10020, cuMemGetAllocationGranularity, cuMemGetAllocationGranularity) \
     X(StreamCreate, cuStreamCreate, 13000, PFN_cuStreamCreate_v2000, cuStreamCreate, cuStreamCreate) \
     X(StreamCreateWithPriority, cuStreamCreateWithPriority, 13000, PFN_cuStreamCreateWithPriority_v5050, cuStreamCreateWithPriority, cuStreamCreateWithPriority) \
     X(StreamDestroy, cuStreamDestroy, 13000, PFN_cuStreamDestroy_v4000, cuStreamDestroy_v2, cuStreamDestroy_v2) \
