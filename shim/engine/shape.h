@@ -1,6 +1,6 @@
-/* Pitched and array copies made into transfers the engine stages: a 2D or 3D copy
- * with one side pageable host memory and the other device memory or an
- * array, and the array copies cuMemcpyHtoA/AtoH.  Each checks the whole
+/* Pitched and array copies made into transfers the engine stages: a 2D or
+ * 3D copy with one side pageable host memory and the other device memory or
+ * an array, and the array copies cuMemcpyHtoA/AtoH.  Each checks the whole
  * descriptor first: anything it cannot vouch for (pitch < width, extents
  * that overflow, unknown array formats, layered arrays) passes through, so
  * that the driver answers it with its own error. */
