@@ -130,6 +130,21 @@ int main(void) {
                         .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = arr1d, .dstXInBytes = 808,
                         .WidthInBytes = 800, .Height = 1, .Depth = 1};
     line("chunk DMA: 3DAsync pinned -> 1D array at x 808", cuMemcpy3DAsync(&cx, 0), 0);
+    /* 3D: slices of device memory 72 rows apart */
+    CUDA_MEMCPY3D v = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = host, .srcPitch = W + 24, .srcHeight = 8,
+                       .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = DEVPITCH,
+                       .dstHeight = 24, .WidthInBytes = W, .Height = 8, .Depth = 3};
+    CUDA_MEMCPY3D w = v;
+    line("3D valid (3 slices)", cuMemcpy3D(&w), 0);
+    w = v, w.srcHeight = 7; line("3D host height < rows, 3 slices", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
+    w = v, w.Depth = 1, w.srcHeight = 0; line("3D host height 0, 1 slice", cuMemcpy3D(&w), 0);
+    w = v, w.srcLOD = 1; line("3D srcLOD 1", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
+    w = v, w.srcZ = SIZE_MAX / 8; line("3D srcZ overflowing", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
+    w = v, w.dstZ = 3; line("3D dstZ past the allocation", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY3D cz = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = pinned, .srcPitch = W, .srcHeight = 5,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = DEVPITCH,
+                        .dstY = 3, .dstZ = 2, .dstHeight = 24, .WidthInBytes = W, .Height = 5, .Depth = 1};
+    line("chunk DMA: 3DAsync pinned -> slice 2, rows 3..7", cuMemcpy3DAsync(&cz, 0), 0);
     CK(cuCtxSynchronize());
     printf("%d differences\n", diffs);
     return 0;
