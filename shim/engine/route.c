@@ -12,6 +12,16 @@
  * of copy, ~40 us: the walk costs under 1% of the copy it lets through. */
 #define MAX_MAPPINGS 1024
 
+/* A mapping of cuMemMap: the driver's copies run on from one into the next,
+ * where it refuses one running past an allocation of cuMemAlloc. */
+static int mapped(CUdeviceptr p) {
+    CUmemGenericAllocationHandle h;
+    if (PF_CALL(cuMemRetainAllocationHandle, &h, (void *)p) != CUDA_SUCCESS)
+        return 0;
+    PF_CALL(cuMemRelease, h);
+    return 1;
+}
+
 /* The device side [dev, dev + span) lies in device memory of one device:
  * one allocation, or mappings laid end to end, each asked on its own
  * (cuMemGetAddressRange answers a mapping's own range).  Managed and mapped
@@ -36,6 +46,10 @@ static int device_range(CUdeviceptr dev, size_t span) {
             at - base >= size)
             return 0;
         first = ordinal;
+        if (end - base <= size && !i) /* one allocation */
+            return 1;
+        if (!mapped(at))
+            return 0;
         if (end - base <= size)
             return 1;
         at = base + size;

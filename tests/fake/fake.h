@@ -158,9 +158,11 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
                             void **host, enum fake_mem_kind *kind);
 /* fake_vmm.c's mappings in the allocation table: device memory of device
  * dev at [base, base+size) backed by host (owned by its reservation, not by
- * the table); an overlap is INVALID_VALUE.  fake_mem_unmap removes the
- * mappings inside [base, base+size) and returns how many. */
-CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev);
+ * the table), of allocation handle `handle`; an overlap is INVALID_VALUE.
+ * fake_mem_handle: the handle mapped at addr, 0 for none.  fake_mem_unmap
+ * removes the mappings inside [base, base+size) and returns how many. */
+CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev, uintptr_t handle);
+uintptr_t fake_mem_handle(uintptr_t addr);
 int fake_mem_unmap(uintptr_t base, size_t size);
 
 /* ---- arrays (fake_array.c) ------------------------------------------------ */

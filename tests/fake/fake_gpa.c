@@ -129,6 +129,7 @@ static const struct entry table[] = {
     L(cuMemRelease, 10020, cuMemRelease),
     L(cuMemMap, 10020, cuMemMap),
     L(cuMemUnmap, 10020, cuMemUnmap),
+    L(cuMemRetainAllocationHandle, 11000, cuMemRetainAllocationHandle),
     L(cuMemSetAccess, 10020, cuMemSetAccess),
     L(cuMemGetAllocationGranularity, 10020, cuMemGetAllocationGranularity),
     L(cuMemcpyBatchAsync, 12080, cuMemcpyBatchAsync),

@@ -26,6 +26,7 @@ struct alloc {
     unsigned flags;
     unsigned long long id;
     int vmm;                 /* a mapping (fake_vmm.c): its backing is the reservation's */
+    uintptr_t handle;        /* the mapping's allocation handle */
     int dev;                 /* a mapping's device (it has no context) */
 };
 
@@ -189,14 +190,24 @@ void fake_mem_ctx_destroyed(struct fake_ctx *c)
     pthread_mutex_unlock(&mem_lock);
 }
 
-CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev)
+CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev, uintptr_t handle)
 {
-    struct alloc a = { .base = base, .size = size, .kind = MEM_DEVICE, .host = host, .vmm = 1, .dev = dev };
+    struct alloc a = { .base = base, .size = size, .kind = MEM_DEVICE, .host = host, .vmm = 1, .dev = dev,
+                       .handle = handle };
     pthread_mutex_lock(&mem_lock);
     int bad = overlaps_locked(base, size);
     int rc = bad ? -1 : insert_locked(a);
     pthread_mutex_unlock(&mem_lock);
     return bad ? CUDA_ERROR_INVALID_VALUE : rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+uintptr_t fake_mem_handle(uintptr_t addr)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(addr);
+    uintptr_t h = i >= 0 && tab[i].vmm ? tab[i].handle : 0;
+    pthread_mutex_unlock(&mem_lock);
+    return h;
 }
 
 int fake_mem_unmap(uintptr_t base, size_t size)

@@ -5,7 +5,9 @@
  * cuMemGetAddressRange and cuPointerGetAttributes answer per mapping as the
  * real driver does (tests/gpu/probes/vmm_range.c), while a copy may span
  * mappings laid end to end.  A handle's bytes are those of the reservation
- * where it is mapped: mapping one handle twice does not alias them. */
+ * where it is mapped: mapping one handle twice does not alias them.  A
+ * handle is freed at its last cuMemRelease (cuMemRetainAllocationHandle
+ * takes one more). */
 #define _GNU_SOURCE
 #include "fake.h"
 
@@ -14,7 +16,7 @@
 #define GRANULARITY ((size_t)2 << 20)
 
 struct reservation { uintptr_t base; size_t size; char *host; struct reservation *next; };
-struct handle { size_t size; int dev; };
+struct handle { size_t size; int dev; atomic_int refs; };
 
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct reservation *reservations;
@@ -98,7 +100,7 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     struct handle *h = malloc(sizeof *h);
     if (!h)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *h = (struct handle){ .size = size, .dev = prop->location.id };
+    *h = (struct handle){ .size = size, .dev = prop->location.id, .refs = 1 };
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
@@ -107,9 +109,23 @@ FAKE_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     FAKE_ENTER();
     FAKE_CHECK_INIT();
-    if (!handle)
+    struct handle *h = (struct handle *)(uintptr_t)handle;
+    if (!h)
         return CUDA_ERROR_INVALID_VALUE;
-    free((struct handle *)(uintptr_t)handle);
+    if (atomic_fetch_sub(&h->refs, 1) == 1)
+        free(h);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    FAKE_ENTER();
+    FAKE_CHECK_INIT();
+    struct handle *h = (struct handle *)fake_mem_handle((uintptr_t)addr);
+    if (!handle || !h)
+        return CUDA_ERROR_INVALID_VALUE;
+    atomic_fetch_add(&h->refs, 1);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)h;
     return CUDA_SUCCESS;
 }
 
@@ -125,7 +141,7 @@ FAKE_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGen
     struct reservation *r = reserved_locked(ptr, size);
     char *host = r ? r->host + (ptr - r->base) : NULL;
     pthread_mutex_unlock(&vmm_lock);
-    return host ? fake_mem_map(ptr, size, host, h->dev) : CUDA_ERROR_INVALID_VALUE;
+    return host ? fake_mem_map(ptr, size, host, h->dev, (uintptr_t)h) : CUDA_ERROR_INVALID_VALUE;
 }
 
 FAKE_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)

@@ -5,7 +5,8 @@
  * the reservation, cuMemGetAddressRange's base and size (relative to the
  * reservation) and cuPointerGetAttributes' memory type, managed flag,
  * device ordinal, context and range.  Then a copy spanning both mappings,
- * plain driver: its result and whether the bytes arrived.  The fake driver
+ * plain driver: its result and whether the bytes arrived; and whether
+ * cuMemRetainAllocationHandle tells a mapping from cuMemAlloc memory.  The fake driver
  * (tests/fake/fake_vmm.c) answers per mapping, as pinfast's walk
  * (shim/engine/route.c) expects.  Plain driver only; no pinfast.
  * Build: gcc -O2 -I/usr/local/cuda/include -o vmm_range tests/gpu/probes/vmm_range.c -lcuda */
@@ -52,6 +53,19 @@ int main(void) {
     ask("second mapping, start", base, base + g);
     ask("second mapping, middle", base, base + g + g / 2);
     ask("reserved, not mapped", base, base + 2 * g + 16);
+    /* what tells a mapping from an allocation (shim/engine/route.c asks it
+     * before running a copy on into the next range) */
+    CUmemGenericAllocationHandle rh;
+    CUresult rr = cuMemRetainAllocationHandle(&rh, (void *)(uintptr_t)(base + g + 16));
+    printf("cuMemRetainAllocationHandle, second mapping: %d (handle %s)\n", rr,
+           rr ? "-" : rh == h[1] ? "the mapped one" : "another");
+    if (!rr)
+        CK(cuMemRelease(rh));
+    CUdeviceptr plain;
+    CK(cuMemAlloc(&plain, 1 << 20));
+    printf("cuMemRetainAllocationHandle, cuMemAlloc memory: %d\n",
+           cuMemRetainAllocationHandle(&rh, (void *)(uintptr_t)(plain + 16)));
+    CK(cuMemFree(plain));
     /* a pageable copy across both mappings, and back */
     size_t n = g + g / 2, off = g / 2;
     unsigned char *src = malloc(n), *dst = malloc(n);
