@@ -47,6 +47,7 @@ WORKLOADS = [
     Workload("small", "cuda", ("--count", "500", "--reps", "3"), est_s=4, est_quick_s=1.5),
     Workload("small_shared", "cuda", ("--count", "500", "--reps", "3"), est_s=4, est_quick_s=1.5),
     Workload("readback", "cuda", ("--bytes", "128M"), est_s=8, est_quick_s=2),
+    Workload("image2d", "cuda", ("--frames", "4", "--reps", "3"), est_s=6, est_quick_s=2),
     Workload("compute", "cuda", ("--launches", "50"), has_pinned=False, est_s=3, est_quick_s=1.5),
     Workload("bidir", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),
     Workload("bidir_ptds", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),

@@ -49,6 +49,14 @@
     X(cuMemcpy3D, 0, M3D, 1, cuMemcpy3D_v2_ptds)                               \
     X(cuMemcpy3DAsync, 1, M3D_ASYNC, 0, cuMemcpy3DAsync_v2)                    \
     X(cuMemcpy3DAsync, 0, M3D_ASYNC, 1, cuMemcpy3DAsync_v2_ptsz)               \
+    X(cuMemcpyHtoA, 1, HTOA, 0, cuMemcpyHtoA_v2)                               \
+    X(cuMemcpyHtoA, 0, HTOA, 1, cuMemcpyHtoA_v2_ptds)                          \
+    X(cuMemcpyAtoH, 1, ATOH, 0, cuMemcpyAtoH_v2)                               \
+    X(cuMemcpyAtoH, 0, ATOH, 1, cuMemcpyAtoH_v2_ptds)                          \
+    X(cuMemcpyHtoAAsync, 1, HTOA_ASYNC, 0, cuMemcpyHtoAAsync_v2)               \
+    X(cuMemcpyHtoAAsync, 0, HTOA_ASYNC, 1, cuMemcpyHtoAAsync_v2_ptsz)          \
+    X(cuMemcpyAtoHAsync, 1, ATOH_ASYNC, 0, cuMemcpyAtoHAsync_v2)               \
+    X(cuMemcpyAtoHAsync, 0, ATOH_ASYNC, 1, cuMemcpyAtoHAsync_v2_ptsz)          \
     X(cuMemcpyBatchAsync, 1, BATCH_V1, 0, cuMemcpyBatchAsync)                  \
     X(cuMemcpyBatchAsync, 0, BATCH_V1, 1, cuMemcpyBatchAsync_ptsz)             \
     X(cuMemcpyBatchAsync, 0, BATCH_V2, 0, cuMemcpyBatchAsync_v2)               \
@@ -113,7 +121,8 @@
     X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamGetCtx)            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \
     X(cuEventQuery) X(cuEventDestroy_v2)                                      \
-    X(cuStreamAddCallback) X(cuStreamWaitEvent)
+    X(cuStreamAddCallback) X(cuStreamWaitEvent) X(cuArray3DGetDescriptor_v2)  \
+    X(cuMemRetainAllocationHandle) X(cuMemRelease)
 
 /* PF_IF_1(x) is x, PF_IF_0(x) nothing: for a table column that is 0 or 1. */
 #define PF_IF_1(...) __VA_ARGS__

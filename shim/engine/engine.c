@@ -28,13 +28,17 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct pf_chunk *h;
-    if (!c || !c->nslots || !(h = pf_chunks_array(most)))
+    /* a pitched copy's chunks are whole rows: a row wider than a slot
+     * passes through */
+    if (!c || !c->nslots || (x->shape && x->shape->width > c->slot_size) || !(h = pf_chunks_array(most)))
         return 0;
     uint64_t tc = pf_stamp(stamps);
     int workers = pf_workers_start(pf_contexts_live()), asleep = pf_workers_sleeping();
     const struct pf_options *o = pf_options();
     struct pf_plan p = {.x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0,
                         .log = tl ? tl->chunk : NULL, .slots = c->slots};
+    if (x->shape)
+        p.chunk -= p.chunk % x->shape->width;
     p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
     p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
     /* H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64 MiB (39.0
@@ -51,7 +55,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
     struct pf_xfer rest = *x;
     size_t landed_bytes = 0;
     *result = CUDA_SUCCESS;
-    if (x->dir == PF_DIR_D2H && x->async && o->async_d2h) {
+    if (x->dir == PF_DIR_D2H && x->async && o->async_d2h && !x->shape) {
         landed_bytes = pf_land(x, c, p.kind, result);
         rest.dev += landed_bytes;
         rest.host = (char *)rest.host + landed_bytes;
@@ -75,7 +79,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
     if (nh) {
         /* a fresh destination faults in 2 MiB at a time, each fault
          * clearing its page: several tasks in one page would wait on it */
-        p.whole = x->dir == PF_DIR_D2H && pf_fresh_advise(rest.host, rest.bytes);
+        p.whole = x->dir == PF_DIR_D2H && !x->shape && pf_fresh_advise(rest.host, rest.bytes);
         /* plain pageable H2D copies wait for the stream before reading the
          * source (something queued earlier may still write it) */
         if (x->dir == PF_DIR_H2D && !x->async)

@@ -59,3 +59,13 @@ void pf_copy_bytes(enum pf_host_copy kind, void *dst, const void *src, size_t le
     (void)kind;
     memcpy(dst, src, len);
 }
+
+void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch,
+                  size_t row, size_t len) {
+    if (!row || (dpitch == row && spitch == row)) {
+        pf_copy_bytes(kind, dst, src, len);
+        return;
+    }
+    for (size_t done = 0; done < len; done += row, dst += dpitch, src += spitch)
+        pf_copy_bytes(kind, dst, src, row);
+}

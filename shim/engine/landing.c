@@ -24,7 +24,7 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
     (void)stream;
     struct landing *l = arg;
     if (status == CUDA_SUCCESS) {
-        int n = pf_host_tasks_cut(l->tasks, l->dst, l->s->mem, l->len, l->kind, pf_task_size(l->len));
+        int n = pf_host_tasks_cut(l->tasks, l->dst, l->s->mem, l->len, l->kind, pf_task_size(l->len), NULL, 0);
         for (int i = 0; i < n; i++)
             pf_task_wait(&l->tasks[i]);
     }

@@ -20,6 +20,13 @@ static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
         if (half < h->len)
             h->len = half;
     }
+    const struct pf_shape *sh = p->x->shape;
+    if (sh) { /* whole rows, at least one (a slot holds one), of one slice */
+        size_t row = h->off / sh->width, in_slice = (sh->slice_rows - row % sh->slice_rows) * sh->width;
+        h->len = h->len < sh->width ? sh->width : h->len - h->len % sh->width;
+        if (h->len > in_slice)
+            h->len = in_slice;
+    }
     p->next += h->len;
     p->nchunks++;
     if (p->ramp < p->chunk)
@@ -39,13 +46,23 @@ size_t pf_task_size(size_t len) {
     return task;
 }
 
-/* Queues a host copy as tasks of `task` bytes; returns how many. */
+/* Queues a host copy as tasks of `task` bytes; returns how many.  With a
+ * shape (NULL: linear), the bytes are its rows, packed on the slot's side
+ * (dst for H2D) and pitched on the program's, and a task is whole rows. */
 int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
-               enum pf_host_copy kind, size_t task) {
+                      enum pf_host_copy kind, size_t task, const struct pf_shape *shape, int h2d) {
+    size_t row = shape ? shape->width : 0, pitch = shape ? shape->hpitch : 0;
+    if (row) /* rounded up: no more tasks than PF_MAX_SPLIT */
+        task = (task + row - 1) / row * row;
     int n = 0;
-    for (size_t done = 0; done < len; done += task, n++)
-        tasks[n] = (struct pf_task){.dst = dst + done, .src = src + done,
-                                    .len = len - done < task ? len - done : task, .kind = kind};
+    for (size_t done = 0; done < len; done += task, n++) {
+        size_t at = row ? done / row * pitch : done; /* on the pitched side */
+        tasks[n] = (struct pf_task){.dst = dst + (row && !h2d ? at : done),
+                                    .src = src + (row && h2d ? at : done),
+                                    .len = len - done < task ? len - done : task, .kind = kind,
+                                    .row = (uint32_t)row, .pitch = (uint32_t)pitch,
+                                    .pitched_dst = row && !h2d};
+    }
     pf_task_submit(tasks, n);
     return n;
 }
@@ -53,13 +70,15 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct pf_plan *p, struct pf_chunk *h) {
-    char *user = (char *)p->x->host + h->off;
+    const struct pf_shape *sh = p->x->shape;
+    char *user = (char *)p->x->host + (sh ? pf_shape_at(sh, h->off / sh->width) : h->off);
     int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
     size_t task = p->lean    ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS
                   : p->whole ? h->len
                              : pf_task_size(h->len);
-    h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind, task);
+    h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind,
+                                  task, sh, h2d);
 }
 
 
@@ -124,9 +143,9 @@ static int copying(const struct pf_chunk *h, int nh) {
 static CUresult dma(struct pf_plan *p, struct pf_chunk *h) {
     const struct pf_xfer *x = p->x;
     h->dma_ns = pf_stamp(p->debug);
-    CUresult r = x->dir == PF_DIR_H2D
-                     ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
-                     : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
+    CUresult r = x->shape                ? pf_shape_dma(x, h->s->mem, h->off, h->len)
+                 : x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
+                                        : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
     if (r != CUDA_SUCCESS)
         return r;
     h->dma_end_ns = pf_stamp(p->debug);

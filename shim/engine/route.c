@@ -6,12 +6,61 @@
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 
+/* Mappings a device range may be made of (cuMemCreate + cuMemMap:
+ * PyTorch's expandable segments map 2 or 20 MiB at a time).  A step is four
+ * driver calls (~0.5 us) against at least 2 MiB (the mapping granularity)
+ * of copy, ~40 us: the walk costs ~1% of the copy it lets through. */
+#define MAX_MAPPINGS 1024
+
+/* A mapping of cuMemMap: the driver's copies run on from one into the next,
+ * where it refuses one running past an allocation of cuMemAlloc. */
+static int mapped(CUdeviceptr p) {
+    CUmemGenericAllocationHandle h;
+    if (PF_CALL(cuMemRetainAllocationHandle, &h, (void *)p) != CUDA_SUCCESS)
+        return 0;
+    PF_CALL(cuMemRelease, h);
+    return 1;
+}
+
+/* The device side [dev, dev + span) lies in device memory of one device:
+ * one allocation, or mappings laid end to end, each asked on its own
+ * (cuMemGetAddressRange answers a mapping's own range).  Managed and mapped
+ * host memory are not device memory: the host reads them the moment the
+ * plain call returns. */
+static int device_range(CUdeviceptr dev, size_t span) {
+    CUdeviceptr at = dev, end;
+    if (__builtin_add_overflow(dev, span, &end))
+        return 0;
+    int first = -1;
+    for (int i = 0; i < MAX_MAPPINGS; i++) {
+        unsigned type = 0;
+        int managed = 0, ordinal = -1;
+        CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        void *vals[3] = {&type, &managed, &ordinal};
+        CUdeviceptr base;
+        size_t size;
+        if (PF_CALL(cuPointerGetAttributes, 3, attrs, vals, at) != CUDA_SUCCESS ||
+            type != CU_MEMORYTYPE_DEVICE || managed || (i && ordinal != first) ||
+            PF_CALL(cuMemGetAddressRange_v2, &base, &size, at) != CUDA_SUCCESS ||
+            at - base >= size)
+            return 0;
+        first = ordinal;
+        if (end - base <= size && !i) /* one allocation */
+            return 1;
+        if (!mapped(at))
+            return 0;
+        if (end - base <= size)
+            return 1;
+        at = base + size;
+    }
+    return 0;
+}
+
 /* While any capture runs, pinfast's queries and waits could invalidate it
  * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
  * allowed: everything passes through.  The device side must be device
- * memory: managed and mapped host memory
- * are read by the host the moment the plain call returns.  The copy must
- * lie inside its device allocation. */
+ * memory (device_range), unless it is an array the shape checked. */
 int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
     if (!x->bytes || !x->host || pf_capturing())
         return 0;
@@ -21,15 +70,7 @@ int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
     mark[1] = pf_stamp(debug);
-    unsigned type = 0;
-    int managed = 0;
-    CUpointer_attribute attrs[2] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
-    void *vals[2] = {&type, &managed};
-    CUdeviceptr base;
-    size_t size;
-    if (PF_CALL(cuPointerGetAttributes, 2, attrs, vals, x->dev) != CUDA_SUCCESS ||
-        type != CU_MEMORYTYPE_DEVICE || managed ||
-        PF_CALL(cuMemGetAddressRange_v2, &base, &size, x->dev) != CUDA_SUCCESS)
-        return 0;
-    return x->dev - base <= size && x->bytes <= size - (x->dev - base);
+    if (x->shape && x->shape->array)
+        return 1;
+    return device_range(x->dev, x->shape ? x->shape->dev_span : x->bytes);
 }

@@ -136,12 +136,16 @@ void pf_contexts_forked(void);
  * (queued; returns how many). */
 size_t pf_task_size(size_t len);
 int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
-                      enum pf_host_copy kind, size_t task);
+                      enum pf_host_copy kind, size_t task, const struct pf_shape *shape, int h2d);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,
  * in a forked child). */
 double pf_plan_polled_seconds(int reset);
+
+/* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
+ * rows), between the slot and the device side. */
+CUresult pf_shape_dma(const struct pf_xfer *x, void *slot, size_t off, size_t len);
 
 /* landing.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */

@@ -104,7 +104,8 @@ static void run_task(struct pf_task *t) {
     uint64_t t0 = pf_now_ns();
     t->started_ns = t0;
     t->by = self;
-    pf_copy_bytes(t->kind, t->dst, t->src, t->len);
+    size_t dpitch = t->pitched_dst ? t->pitch : t->row, spitch = t->pitched_dst ? t->row : t->pitch;
+    pf_copy_rows(t->kind, t->dst, dpitch, t->src, spitch, t->row, t->len);
     t->ended_ns = pf_now_ns();
     __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     if (!self)

@@ -13,15 +13,21 @@ struct pf_task {
     void *dst;
     const void *src;
     size_t len;
-    enum pf_host_copy kind;
+    /* rows of a pitched copy (row 0: one linear copy): rows of `row` bytes,
+     * packed on one side, `pitch` apart on the other (the destination's
+     * when pitched_dst) */
+    uint32_t row, pitch;
+    unsigned char kind;   /* enum pf_host_copy */
+    unsigned char pitched_dst;
+    short by;             /* the worker that ran it, 0 for a caller (debug log) */
     int state;            /* queued, done */
-    int by;               /* the worker that ran it, 0 for a caller (debug log) */
     uint64_t started_ns;  /* debug log */
     uint64_t ended_ns;    /* debug log */
     struct pf_task *next; /* queue link */
 } __attribute__((aligned(64))); /* a line each: the workers running neighbours write both */
+_Static_assert(sizeof(struct pf_task) == 64, "a task is one cache line");
 
-/* Queues tasks whose dst, src, len and kind are set, waking the workers. */
+/* Queues tasks whose dst, src, len, kind (and rows) are set, waking the workers. */
 void pf_task_submit(struct pf_task *tasks, int n);
 
 /* 1 once the task's copy is complete. */

@@ -1,10 +1,12 @@
 /* The copy entry points, made from the table (PF_COPY_ENTRIES).  A linear
- * copy is routed (engine/route.h), then staged by the engine or passed to
- * the driver; the others always pass through.  Every copy is seen once by
- * the observers (pf_observe_copy). */
+ * copy is routed (engine/route.h), a 2D or host <-> array copy made into a
+ * transfer (engine/shape.h), then staged by the engine or passed to the
+ * driver; the others (peer, batches) always pass through.  Every copy is
+ * seen once by the observers (pf_observe_copy). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
+#include "../engine/shape.h"
 #include "../memory/pending.h"
 #include "../observe/nvtx.h"
 
@@ -14,6 +16,20 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
     if (s)
         return s;
     return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+}
+
+/* Has the engine stage x: 1 when it did (c->result is the copy's). */
+static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted,
+                                                       const struct pf_xfer *x) {
+    CUresult r;
+    *noted = pf_nvtx_push("stage", x->dir, x->bytes);
+    int staged = pf_engine_copy(x, &r, &c->chunks);
+    pf_nvtx_pop(*noted);
+    if (staged) {
+        c->path = PF_PATH_STAGED;
+        c->result = r;
+    }
+    return staged;
 }
 
 /* A linear copy up to the driver's call: routes it, has the engine stage
@@ -47,22 +63,15 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
         .stream = explicit_stream(s, ptds),
         .async = async,
     };
-    CUresult r;
     if (rt.bounce) {
+        CUresult r;
         if (!pf_engine_bounce(&x, &r))
             return 0;
         c->path = PF_PATH_BOUNCED;
         c->result = r;
         return 1;
     }
-    *noted = pf_nvtx_push("stage", rt.dir, n);
-    int staged = pf_engine_copy(&x, &r, &c->chunks);
-    pf_nvtx_pop(*noted);
-    if (staged) {
-        c->path = PF_PATH_STAGED;
-        c->result = r;
-    }
-    return staged;
+    return stage(c, noted, &x);
 }
 
 /* The body of a linear copy's wrapper; `call` is the driver's own. */
@@ -151,28 +160,117 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
 #define SHAPE_ROUTE(p)                                                         \
     pf_route_of(pf_route_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice), \
                 pf_route_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice))
-#define SHAPED(family, p, bytes, call)                                         \
+
+/* Whether a copy routed rt of n bytes is worth a closer look (engine/shape.h
+ * decides). */
+static inline int stageable(struct pf_route rt, size_t n) {
+    return rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+           pf_options()->stage && n >= pf_options()->min_size;
+}
+
+/* A pitched or array copy: like linear(), with the transfer shape.h made
+ * of it (NULL: none, it passes through). */
+static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size_t n, struct pf_route rt,
+                  struct pf_xfer *x) {
+    pf_observe_start(c, api, n, 1);
+    c->dir = rt.dir;
+    c->host = rt.host;
+    c->path = PF_PATH_PASSTHROUGH;
+    *noted = 0;
+    return x && stage(c, noted, x);
+}
+
+/* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
+ * from x_ and s_ (1) or says it passes through (0). */
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, call)               \
+    do {                                                                       \
+        struct pf_route rt_ = route;                                           \
+        struct pf_shape s_;                                                    \
+        struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as}; \
+        struct pf_copy_seen c_;                                                \
+        int noted_;                                                            \
+        int ok_ = stageable(rt_, n) && (xfer);                                 \
+        if (!shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL)) { \
+            noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);         \
+            c_.result = call;                                                  \
+            pf_nvtx_pop(noted_);                                               \
+        }                                                                      \
+        pf_observe_copy(&c_);                                                  \
+        return (CUresult)c_.result;                                            \
+    } while (0)
+
+/* 2D and 3D: the bytes the report counts (overflowing extents: the driver
+ * refuses them, and they count 0). */
+static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
+}
+#define SHAPED_2D(family, ptds, as, p, st, call)                               \
     do {                                                                       \
         if (!pf_enter() || !(p))                                               \
             return call;                                                       \
         pf_pending_wait(NULL, (size_t)-1);                                     \
-        PASSED(family, SHAPE_ROUTE(p), bytes, call);                           \
+        SHAPED_STAGE(family, bytes_2d(p), SHAPE_ROUTE(p), st, ptds, as,       \
+                     pf_shape_2d(p, rt_, &x_, &s_), call);                     \
+    } while (0)
+static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
+}
+#define SHAPED_3D(family, ptds, as, p, st, call)                               \
+    do {                                                                       \
+        if (!pf_enter() || !(p))                                               \
+            return call;                                                       \
+        pf_pending_wait(NULL, (size_t)-1);                                     \
+        SHAPED_STAGE(family, bytes_3d(p), SHAPE_ROUTE(p), st, ptds, as,       \
+                     pf_shape_3d(p, rt_, &x_, &s_), call);                     \
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
-        SHAPED(family, p, p->WidthInBytes * p->Height, PF_CALL(sym, p));       \
+        SHAPED_2D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M2D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) {                  \
-        SHAPED(family, p, p->WidthInBytes * p->Height, PF_CALL(sym, p, s));    \
+        SHAPED_2D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 #define WRAP_M3D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
-        SHAPED(family, p, p->WidthInBytes * p->Height * p->Depth, PF_CALL(sym, p)); \
+        SHAPED_3D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
-        SHAPED(family, p, p->WidthInBytes * p->Height * p->Depth, PF_CALL(sym, p, s)); \
+        SHAPED_3D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
+    }
+
+/* Host <-> array copies: the host side is classified, the array is device
+ * memory. */
+static inline struct pf_route array_route(enum pf_dir dir, const void *host) {
+    enum pf_mem h = pf_classify((uintptr_t)host);
+    return dir == PF_DIR_H2D ? pf_route_of(h, PF_MEM_DEVICE) : pf_route_of(PF_MEM_DEVICE, h);
+}
+#define ARRAY_COPY(family, ptds, as, dir, a, o, h, n, st, call)                \
+    do {                                                                       \
+        if (!pf_enter())                                                       \
+            return call;                                                       \
+        pf_pending_wait(h, n);                                                 \
+        SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as,             \
+                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), call); \
+    } while (0)
+#define WRAP_HTOA(family, ptds, sym)                                           \
+    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) {        \
+        ARRAY_COPY(family, ptds, 0, PF_DIR_H2D, a, o, h, n, 0, PF_CALL(sym, a, o, h, n)); \
+    }
+#define WRAP_HTOA_ASYNC(family, ptds, sym)                                     \
+    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n, CUstream st) { \
+        ARRAY_COPY(family, ptds, 1, PF_DIR_H2D, a, o, h, n, st, PF_CALL(sym, a, o, h, n, st)); \
+    }
+#define WRAP_ATOH(family, ptds, sym)                                           \
+    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n) {              \
+        ARRAY_COPY(family, ptds, 0, PF_DIR_D2H, a, o, h, n, 0, PF_CALL(sym, h, a, o, n)); \
+    }
+#define WRAP_ATOH_ASYNC(family, ptds, sym)                                     \
+    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n, CUstream st) { \
+        ARRAY_COPY(family, ptds, 1, PF_DIR_D2H, a, o, h, n, st, PF_CALL(sym, h, a, o, n, st)); \
     }
 
 /* A batch is one row: its direction and kind if all copies agree, else mixed. */

@@ -9,7 +9,9 @@
  * One concern per file: fake_core.c (init, devices, call counters, error
  * strings), fake_ctx.c (contexts), fake_mem.c (allocation table, memory API),
  * fake_stream.c (stream workers, events, capture, graphs, host functions),
- * fake_copy.c (every memcpy flavour), fake_gpa.c (cuGetProcAddress).
+ * fake_copy.c (every memcpy flavour), fake_gpa.c (cuGetProcAddress), fake_vmm.c
+ * (virtual memory management: reservations, handles, mappings), fake_array.c
+ * (CUDA arrays).
  */
 #ifndef PINFAST_FAKE_H
 #define PINFAST_FAKE_H
@@ -165,5 +167,21 @@ enum fake_mem_kind { MEM_PAGEABLE = 0, MEM_DEVICE, MEM_MANAGED, MEM_PINNED, MEM_
  * NULL, unknown device-space addresses and ranges past an allocation's end. */
 CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
                             void **host, enum fake_mem_kind *kind);
+/* fake_vmm.c's mappings in the allocation table: device memory of device
+ * dev at [base, base+size) backed by host (owned by its reservation, not by
+ * the table), of allocation handle `handle`; an overlap is INVALID_VALUE.
+ * fake_mem_handle: the handle mapped at addr, 0 for none.  fake_mem_unmap
+ * removes the mappings inside [base, base+size) and returns how many. */
+CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev, uintptr_t handle);
+uintptr_t fake_mem_handle(uintptr_t addr);
+int fake_mem_unmap(uintptr_t base, size_t size);
+
+/* ---- arrays (fake_array.c) ------------------------------------------------ */
+/* An array is host memory inside the fake, rows of Width elements of
+ * format * channels bytes, packed: the element size, the bytes of a row,
+ * rows per slice and slices (1 for missing dimensions). */
+struct fake_array_shape { char *mem; size_t elem, row, height, depth; };
+/* The shape of a live array; INVALID_VALUE for anything else. */
+CUresult fake_array_get(CUarray a, struct fake_array_shape *out);
 
 #endif

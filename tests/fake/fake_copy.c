@@ -160,24 +160,41 @@ FAKE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCon
 }
 
 /* ---- 2-D and 3-D copies ------------------------------------------------------------- */
-/* Resolve one side of a 2D/3D copy to a host address of its first byte. */
+/* Resolve one side of a 2D/3D copy to a host address of its first byte;
+ * *pitch and *height are the side's (an array's own for an array). */
 static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
-                        size_t x, size_t y, size_t z, size_t pitch, size_t height,
+                        size_t x, size_t y, size_t z, size_t *pitch, size_t *height,
                         size_t W, size_t H, size_t D, char **out, enum fake_mem_kind *kind)
 {
     uintptr_t base;
     int need_alloc;
-    (void)arr;
     switch (t) {
     case CU_MEMORYTYPE_HOST:    base = U(host); need_alloc = 0; break;
     case CU_MEMORYTYPE_DEVICE:  base = dev; need_alloc = 1; break;
     case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
-    default:                    return CUDA_ERROR_INVALID_VALUE;   /* arrays: not modelled */
+    case CU_MEMORYTYPE_ARRAY: {
+        struct fake_array_shape a;
+        if (fake_array_get(arr, &a) || x % a.elem || W % a.elem || x > a.row || W > a.row - x ||
+            y > a.height || H > a.height - y || z > a.depth || D > a.depth - z)
+            return CUDA_ERROR_INVALID_VALUE;
+        *pitch = a.row;
+        *height = a.height;
+        *out = a.mem + (z * a.height + y) * a.row + x;
+        *kind = MEM_DEVICE;
+        return CUDA_SUCCESS;
     }
-    if (base == 0 || (pitch < W && (H > 1 || D > 1)) || (D > 1 && height < H))
+    default:                    return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (D > 1 && *height < H))
         return CUDA_ERROR_INVALID_VALUE;
-    uintptr_t start = base + (z * height + y) * pitch + x;
-    size_t span = ((D - 1) * height + (H - 1)) * pitch + W;
+    size_t start, span, end;
+    /* extents that overflow the address space */
+    if (__builtin_mul_overflow(z, *height, &start) || __builtin_add_overflow(start, y, &start) ||
+        __builtin_mul_overflow(start, *pitch, &start) || __builtin_add_overflow(start, x, &start) ||
+        __builtin_mul_overflow(D - 1, *height, &span) || __builtin_add_overflow(span, H - 1, &span) ||
+        __builtin_mul_overflow(span, *pitch, &span) || __builtin_add_overflow(span, W, &span) ||
+        __builtin_add_overflow(base, start, &start) || __builtin_add_overflow(start, span, &end))
+        return CUDA_ERROR_INVALID_VALUE;
     void *p;
     CUresult r = fake_mem_translate(start, span, need_alloc, &p, kind);
     *out = p;
@@ -202,9 +219,9 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
     char *src, *dst;
     enum fake_mem_kind sk, dk;
     if ((r = operand(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                     c->srcY, c->srcZ, sp, sh, W, H, D, &src, &sk)) ||
+                     c->srcY, c->srcZ, &sp, &sh, W, H, D, &src, &sk)) ||
         (r = operand(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-                     c->dstY, c->dstZ, dp, dh, W, H, D, &dst, &dk)))
+                     c->dstY, c->dstZ, &dp, &dh, W, H, D, &dst, &dk)))
         return r;
     struct fake_copy cp = { .dst = dst, .src = src, .width = W, .height = H, .depth = D,
                             .dpitch = dp, .dheight = dh, .spitch = sp, .sheight = sh };
@@ -240,6 +257,50 @@ FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); retu
 FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1); }
 FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0); }
 FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0); }
+
+/* ---- host <-> array copies: bytes at an offset into the array's packed rows ---------- */
+static CUresult copy_array(CUstream h, int pt, int sync, CUarray arr, size_t off, void *host, size_t n,
+                           int to_array)
+{
+    struct fake_stream *s;
+    CUresult r = fake_stream_get(h, pt, &s);
+    if (r)
+        return r;
+    struct fake_array_shape a;
+    if (fake_array_get(arr, &a) || off > a.row * a.height * a.depth || n > a.row * a.height * a.depth - off)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    void *hp;
+    enum fake_mem_kind hk;
+    if ((r = fake_mem_translate(U(host), n, 0, &hp, &hk)))
+        return r;
+    char *dst = to_array ? a.mem + off : hp, *src = to_array ? hp : a.mem + off;
+    struct fake_copy cp = { .dst = dst, .src = src, .width = n, .height = 1, .depth = 1,
+                            .dpitch = n, .dheight = 1, .spitch = n, .sheight = 1 };
+    return submit(s, cp, to_array ? hk : MEM_DEVICE, to_array ? MEM_DEVICE : hk, sync);
+}
+
+FAKE_API CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{ FAKE_ENTER(); return copy_array(NULL, 0, 1, dstArray, dstOffset, (void *)srcHost, ByteCount, 1); }
+FAKE_API CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount)
+{ FAKE_ENTER(); return copy_array(NULL, 1, 1, dstArray, dstOffset, (void *)srcHost, ByteCount, 1); }
+FAKE_API CUresult cuMemcpyAtoH_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{ FAKE_ENTER(); return copy_array(NULL, 0, 1, srcArray, srcOffset, dstHost, ByteCount, 0); }
+FAKE_API CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
+{ FAKE_ENTER(); return copy_array(NULL, 1, 1, srcArray, srcOffset, dstHost, ByteCount, 0); }
+FAKE_API CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount,
+                                       CUstream hStream)
+{ FAKE_ENTER(); return copy_array(hStream, 0, 0, dstArray, dstOffset, (void *)srcHost, ByteCount, 1); }
+FAKE_API CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost,
+                                            size_t ByteCount, CUstream hStream)
+{ FAKE_ENTER(); return copy_array(hStream, 1, 0, dstArray, dstOffset, (void *)srcHost, ByteCount, 1); }
+FAKE_API CUresult cuMemcpyAtoHAsync_v2(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+                                       CUstream hStream)
+{ FAKE_ENTER(); return copy_array(hStream, 0, 0, srcArray, srcOffset, dstHost, ByteCount, 0); }
+FAKE_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount,
+                                            CUstream hStream)
+{ FAKE_ENTER(); return copy_array(hStream, 1, 0, srcArray, srcOffset, dstHost, ByteCount, 0); }
 
 /* ---- batch copies ---------------------------------------------------------------------- */
 struct pending { struct fake_copy cp; enum fake_mem_kind sk, dk; };

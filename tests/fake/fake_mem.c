@@ -25,6 +25,9 @@ struct alloc {
     struct fake_ctx *ctx;
     unsigned flags;
     unsigned long long id;
+    int vmm;                 /* a mapping (fake_vmm.c): its backing is the reservation's */
+    uintptr_t handle;        /* the mapping's allocation handle */
+    int dev;                 /* a mapping's device (it has no context) */
 };
 
 /* sorted by base; ranges never overlap */
@@ -96,7 +99,7 @@ static void remove_locked(long i)
 static int take_locked(uintptr_t base, unsigned kind_mask, struct alloc *out)
 {
     long i = find_locked(base);
-    if (i < 0 || tab[i].base != base || !((1u << tab[i].kind) & kind_mask))
+    if (i < 0 || tab[i].base != base || !((1u << tab[i].kind) & kind_mask) || tab[i].vmm)
         return -1;
     *out = tab[i];
     remove_locked(i);
@@ -124,7 +127,7 @@ static int take_synced(uintptr_t base, unsigned kind_mask, int sync_all, struct 
 {
     pthread_mutex_lock(&mem_lock);
     long i = find_locked(base);
-    int ok = i >= 0 && tab[i].base == base && ((1u << tab[i].kind) & kind_mask);
+    int ok = i >= 0 && tab[i].base == base && ((1u << tab[i].kind) & kind_mask) && !tab[i].vmm;
     if (ok)
         *out = tab[i];
     pthread_mutex_unlock(&mem_lock);
@@ -146,8 +149,13 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
     long i = find_locked(addr);
     if (i >= 0) {
         struct alloc *a = &tab[i];
-        size_t off = addr - a->base;
-        if (len <= a->size - off) {
+        size_t off = addr - a->base, have = a->size - off;
+        /* mappings laid end to end in one reservation are one range */
+        for (size_t j = (size_t)i + 1; len > have && a->vmm && j < ntab && tab[j].vmm &&
+                                      tab[j].base == tab[j - 1].base + tab[j - 1].size &&
+                                      tab[j].host == tab[j - 1].host + tab[j - 1].size; j++)
+            have += tab[j].size;
+        if (len <= have) {
             *host = a->host + off;
             *kind = a->kind;
             pthread_mutex_unlock(&mem_lock);
@@ -180,6 +188,39 @@ void fake_mem_ctx_destroyed(struct fake_ctx *c)
             remove_locked((long)i);
         }
     pthread_mutex_unlock(&mem_lock);
+}
+
+CUresult fake_mem_map(uintptr_t base, size_t size, char *host, int dev, uintptr_t handle)
+{
+    struct alloc a = { .base = base, .size = size, .kind = MEM_DEVICE, .host = host, .vmm = 1, .dev = dev,
+                       .handle = handle };
+    pthread_mutex_lock(&mem_lock);
+    int bad = overlaps_locked(base, size);
+    int rc = bad ? -1 : insert_locked(a);
+    pthread_mutex_unlock(&mem_lock);
+    return bad ? CUDA_ERROR_INVALID_VALUE : rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+uintptr_t fake_mem_handle(uintptr_t addr)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(addr);
+    uintptr_t h = i >= 0 && tab[i].vmm ? tab[i].handle : 0;
+    pthread_mutex_unlock(&mem_lock);
+    return h;
+}
+
+int fake_mem_unmap(uintptr_t base, size_t size)
+{
+    int n = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = ntab; i-- > 0;)
+        if (tab[i].vmm && tab[i].base >= base && tab[i].base + tab[i].size <= base + size) {
+            remove_locked((long)i);
+            n++;
+        }
+    pthread_mutex_unlock(&mem_lock);
+    return n;
 }
 
 static void *backing_alloc(size_t size)
@@ -527,7 +568,7 @@ static CUresult attr_value(const struct alloc *a, uintptr_t ptr, CUpointer_attri
         *(unsigned int *)data = 0;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *(int *)data = a && a->ctx ? a->ctx->dev : (a ? 0 : -2);
+        *(int *)data = a && a->ctx ? a->ctx->dev : (a ? a->dev : -2);
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *(unsigned long long *)data = a ? a->id : 0;

@@ -55,6 +55,22 @@
     X(MemcpyBatchAsync12, cuMemcpyBatchAsync, 12080, PFN_cuMemcpyBatchAsync_v12080, cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz) \
     X(Memcpy3DBatchAsync, cuMemcpy3DBatchAsync, 13000, PFN_cuMemcpy3DBatchAsync_v13000, cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz) \
     X(Memcpy3DBatchAsync12, cuMemcpy3DBatchAsync, 12080, PFN_cuMemcpy3DBatchAsync_v12080, cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz) \
+    X(MemcpyHtoA, cuMemcpyHtoA, 13000, PFN_cuMemcpyHtoA_v3020, cuMemcpyHtoA_v2, cuMemcpyHtoA_v2_ptds) \
+    X(MemcpyAtoH, cuMemcpyAtoH, 13000, PFN_cuMemcpyAtoH_v3020, cuMemcpyAtoH_v2, cuMemcpyAtoH_v2_ptds) \
+    X(MemcpyHtoAAsync, cuMemcpyHtoAAsync, 13000, PFN_cuMemcpyHtoAAsync_v3020, cuMemcpyHtoAAsync_v2, cuMemcpyHtoAAsync_v2_ptsz) \
+    X(MemcpyAtoHAsync, cuMemcpyAtoHAsync, 13000, PFN_cuMemcpyAtoHAsync_v3020, cuMemcpyAtoHAsync_v2, cuMemcpyAtoHAsync_v2_ptsz) \
+    X(ArrayCreate, cuArrayCreate, 13000, PFN_cuArrayCreate_v3020, cuArrayCreate_v2, cuArrayCreate_v2) \
+    X(Array3DCreate, cuArray3DCreate, 13000, PFN_cuArray3DCreate_v3020, cuArray3DCreate_v2, cuArray3DCreate_v2) \
+    X(Array3DGetDescriptor, cuArray3DGetDescriptor, 13000, PFN_cuArray3DGetDescriptor_v3020, cuArray3DGetDescriptor_v2, cuArray3DGetDescriptor_v2) \
+    X(ArrayDestroy, cuArrayDestroy, 13000, PFN_cuArrayDestroy_v2000, cuArrayDestroy, cuArrayDestroy) \
+    X(MemAddressReserve, cuMemAddressReserve, 13000, PFN_cuMemAddressReserve_v10020, cuMemAddressReserve, cuMemAddressReserve) \
+    X(MemAddressFree, cuMemAddressFree, 13000, PFN_cuMemAddressFree_v10020, cuMemAddressFree, cuMemAddressFree) \
+    X(MemCreate, cuMemCreate, 13000, PFN_cuMemCreate_v10020, cuMemCreate, cuMemCreate) \
+    X(MemRelease, cuMemRelease, 13000, PFN_cuMemRelease_v10020, cuMemRelease, cuMemRelease) \
+    X(MemMap, cuMemMap, 13000, PFN_cuMemMap_v10020, cuMemMap, cuMemMap) \
+    X(MemUnmap, cuMemUnmap, 13000, PFN_cuMemUnmap_v10020, cuMemUnmap, cuMemUnmap) \
+    X(MemSetAccess, cuMemSetAccess, 13000, PFN_cuMemSetAccess_v10020, cuMemSetAccess, cuMemSetAccess) \
+    X(MemGetAllocationGranularity, cuMemGetAllocationGranularity, 13000, PFN_cuMemGetAllocationGranularity_v10020, cuMemGetAllocationGranularity, cuMemGetAllocationGranularity) \
     X(StreamCreate, cuStreamCreate, 13000, PFN_cuStreamCreate_v2000, cuStreamCreate, cuStreamCreate) \
     X(StreamCreateWithPriority, cuStreamCreateWithPriority, 13000, PFN_cuStreamCreateWithPriority_v5050, cuStreamCreateWithPriority, cuStreamCreateWithPriority) \
     X(StreamDestroy, cuStreamDestroy, 13000, PFN_cuStreamDestroy_v4000, cuStreamDestroy_v2, cuStreamDestroy_v2) \
