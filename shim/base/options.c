@@ -60,7 +60,7 @@ static const struct option table[] = {
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
      "pinned staging memory per CUDA context; 0 disables staging"},
-    {"PINFAST_BOUNCE", K_SIZE, F(bounce), "4M", 0, 1 * GiB, NULL,
+    {"PINFAST_BOUNCE", K_SIZE, F(bounce), "16M", 0, 1 * GiB, NULL,
      "pinned bounce area per CUDA context for asynchronous pageable H2D under PINFAST_MIN_SIZE; 0: none"},
     {"PINFAST_ASYNC_D2H", K_BOOL, F(async_d2h), "0", 0, 1, NULL,
      "1: a pageable cuMemcpyDtoHAsync returns before its data lands (see docs/options.md)"},
