@@ -30,12 +30,13 @@ struct extent {
 
 /* The side's rows fit the address space from ptr: *first is the first
  * byte's offset, *span the bytes they cover.  Past the first slice, slices
- * lie height rows apart, and a height under the rows a slice has passes
- * through (the driver answers it). */
+ * lie height rows apart, and rows past a slice's height (y + rows over the
+ * height: the driver refuses them with several slices) pass through (the
+ * driver answers it). */
 static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t *span) {
     size_t end;
     if (!s->ptr || ((e.h > 1 || e.d > 1) && (s->pitch < e.width || s->pitch > MAX_PITCH)) ||
-        ((e.d > 1 || s->z) && s->height < e.h))
+        ((e.d > 1 || s->z) && (s->height < e.h || s->y > s->height - e.h)))
         return 0;
     return !__builtin_mul_overflow(s->z, s->height, first) && !__builtin_add_overflow(*first, s->y, first) &&
            !__builtin_mul_overflow(*first, s->pitch, first) && !__builtin_add_overflow(*first, s->x, first) &&

@@ -185,7 +185,9 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     }
     default:                    return CUDA_ERROR_INVALID_VALUE;
     }
-    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (D > 1 && *height < H))
+    /* several slices: each side's rows must lie within its height (H100,
+     * driver 580: y 1 + 32 rows in a height of 32, depth 8, refused) */
+    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (D > 1 && (*height < H || y > *height - H)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t start, span, end;
     /* extents that overflow the address space */
@@ -258,7 +260,9 @@ FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER();
 FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0); }
 FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0); }
 
-/* ---- host <-> array copies: bytes at an offset into the array's packed rows ---------- */
+/* ---- host <-> array copies: bytes at an offset into the array's first row ---------- */
+/* The real driver reaches only the first row of a 2D array this way (H100,
+ * driver 580: 100 of a 100 x 7 array's bytes copied, 700 refused). */
 static CUresult copy_array(CUstream h, int pt, int sync, CUarray arr, size_t off, void *host, size_t n,
                            int to_array)
 {
@@ -267,7 +271,7 @@ static CUresult copy_array(CUstream h, int pt, int sync, CUarray arr, size_t off
     if (r)
         return r;
     struct fake_array_shape a;
-    if (fake_array_get(arr, &a) || off > a.row * a.height * a.depth || n > a.row * a.height * a.depth - off)
+    if (fake_array_get(arr, &a) || off > a.row || n > a.row - off)
         return CUDA_ERROR_INVALID_VALUE;
     if (n == 0)
         return CUDA_SUCCESS;
