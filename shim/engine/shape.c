@@ -30,13 +30,13 @@ struct extent {
 
 /* The side's rows fit the address space from ptr: *first is the first
  * byte's offset, *span the bytes they cover.  Past the first slice, slices
- * lie height rows apart, and rows past a slice's height (y + rows over the
- * height: the driver refuses them with several slices) pass through (the
- * driver answers it). */
+ * lie height rows apart; rows past the height (y + rows over it: the
+ * driver refuses them, one slice or several) pass through (the driver
+ * answers it). */
 static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t *span) {
     size_t end;
     if (!s->ptr || ((e.h > 1 || e.d > 1) && (s->pitch < e.width || s->pitch > MAX_PITCH)) ||
-        ((e.d > 1 || s->z) && (s->height < e.h || s->y > s->height - e.h)))
+        s->height < e.h || s->y > s->height - e.h)
         return 0;
     return !__builtin_mul_overflow(s->z, s->height, first) && !__builtin_add_overflow(*first, s->y, first) &&
            !__builtin_mul_overflow(*first, s->pitch, first) && !__builtin_add_overflow(*first, s->x, first) &&
@@ -151,8 +151,15 @@ int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, s
     return pageable(x->host) && device_side(d, e, hpitch, h->height * h->pitch, contiguous, rt.dir, x, s);
 }
 
+/* A 2D copy has no height: its rows end where the copy's do. */
+static size_t height_2d(size_t y, size_t h) {
+    size_t end;
+    return __builtin_add_overflow(y, h, &end) ? SIZE_MAX : end;
+}
+
 int pf_shape_2d(const CUDA_MEMCPY2D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
     CUDA_MEMCPY3D m = {
+        .srcHeight = height_2d(p->srcY, p->Height), .dstHeight = height_2d(p->dstY, p->Height),
         .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
         .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray, .srcPitch = p->srcPitch,
         .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,

@@ -39,6 +39,15 @@ static struct fake_array *find_locked(CUarray a)
     return NULL;
 }
 
+/* The H100's limits (its texture limits): 131072 wide, 65536 high; 16384
+ * each way in 3D.  A 1D array of 200000 elements was refused there. */
+static int too_large(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (d->Depth)
+        return d->Width > 16384 || d->Height > 16384 || d->Depth > 16384;
+    return d->Width > 131072 || d->Height > 65536;
+}
+
 static CUresult create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
     struct fake_ctx *c;
@@ -47,7 +56,7 @@ static CUresult create(CUarray *out, const CUDA_ARRAY3D_DESCRIPTOR *d)
         return r;
     size_t elem = d ? format_bytes(d->Format) * d->NumChannels : 0;
     if (!out || !elem || (d->NumChannels != 1 && d->NumChannels != 2 && d->NumChannels != 4) ||
-        !d->Width || (d->Depth && !d->Height) || d->Flags)
+        !d->Width || (d->Depth && !d->Height) || d->Flags || too_large(d))
         return CUDA_ERROR_INVALID_VALUE;
     struct fake_array *a = calloc(1, sizeof *a);
     if (!a)

@@ -164,7 +164,7 @@ FAKE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCon
  * *pitch and *height are the side's (an array's own for an array). */
 static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
                         size_t x, size_t y, size_t z, size_t *pitch, size_t *height,
-                        size_t W, size_t H, size_t D, char **out, enum fake_mem_kind *kind)
+                        size_t W, size_t H, size_t D, int in3d, char **out, enum fake_mem_kind *kind)
 {
     uintptr_t base;
     int need_alloc;
@@ -185,9 +185,10 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     }
     default:                    return CUDA_ERROR_INVALID_VALUE;
     }
-    /* several slices: each side's rows must lie within its height (H100,
-     * driver 580: y 1 + 32 rows in a height of 32, depth 8, refused) */
-    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (D > 1 && (*height < H || y > *height - H)))
+    /* a 3D copy's rows must lie within each side's height, one slice or
+     * several (H100, driver 580: y 1 + 32 rows in a height of 32 refused,
+     * at depth 1 and 8); a 2D copy has no height */
+    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t start, span, end;
     /* extents that overflow the address space */
@@ -203,7 +204,7 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     return r;
 }
 
-static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
+static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, int in3d)
 {
     struct fake_stream *s;
     CUresult r = fake_stream_get(h, pt, &s);
@@ -221,9 +222,9 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
     char *src, *dst;
     enum fake_mem_kind sk, dk;
     if ((r = operand(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                     c->srcY, c->srcZ, &sp, &sh, W, H, D, &src, &sk)) ||
+                     c->srcY, c->srcZ, &sp, &sh, W, H, D, in3d, &src, &sk)) ||
         (r = operand(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-                     c->dstY, c->dstZ, &dp, &dh, W, H, D, &dst, &dk)))
+                     c->dstY, c->dstZ, &dp, &dh, W, H, D, in3d, &dst, &dk)))
         return r;
     struct fake_copy cp = { .dst = dst, .src = src, .width = W, .height = H, .depth = D,
                             .dpitch = dp, .dheight = dh, .spitch = sp, .sheight = sh };
@@ -246,7 +247,7 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync)
         .dstPitch = c->dstPitch, .dstHeight = c->Height,
         .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
     };
-    return copy3d(&m, h, pt, sync);
+    return copy3d(&m, h, pt, sync, 0);
 }
 
 FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1); }
@@ -255,10 +256,10 @@ FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTE
 FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1); }
 FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 0, 0); }
 FAKE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 1, 0); }
-FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1); }
-FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1); }
-FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0); }
-FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0); }
+FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1, 1); }
+FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1, 1); }
+FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0, 1); }
+FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0, 1); }
 
 /* ---- host <-> array copies: bytes at an offset into the array's first row ---------- */
 /* The real driver reaches only the first row of a 2D array this way (H100,

@@ -6,6 +6,7 @@
 // Usage: shapes <cases> <seed>
 #define SC(f) cu##f
 #define SC_LOG(...) (printf(__VA_ARGS__), fflush(stdout))
+#define SC_DRIVER_CRASHES 1
 #include "../../shapes_cases.h"
 
 int main(int argc, char **argv)
