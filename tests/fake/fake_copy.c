@@ -210,7 +210,9 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, int
     CUresult r = fake_stream_get(h, pt, &s);
     if (r)
         return r;
-    if (!c || c->srcLOD || c->dstLOD || c->reserved0 || c->reserved1)
+    /* the level of detail is not looked at (H100, driver 580: srcLOD 1
+     * between host and device memory copied) */
+    if (!c || c->reserved0 || c->reserved1)
         return CUDA_ERROR_INVALID_VALUE;
     if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
         return CUDA_SUCCESS;
