@@ -189,9 +189,11 @@ void pf_callsite_reset(void) {
 
 /* ---- at exit: names ------------------------------------------------------ */
 
-/* Names go into JSON strings and aligned text as they are. */
+/* Names go into JSON strings and aligned text as they are, cut to size. */
 static void clean(char *dst, size_t size, const char *src) {
-    snprintf(dst, size, "%s", src);
+    size_t n = strnlen(src, size - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
     for (char *c = dst; *c; c++)
         if (*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
             *c = '?';
