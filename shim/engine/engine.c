@@ -13,6 +13,7 @@
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 #include "../memory/fresh.h"
+#include "../memory/register.h"
 
 static unsigned long long staged_copies, staged_bytes;
 
@@ -131,8 +132,9 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
-    int done = staged(x, result, debug, tl, t0, mark);
-    if (done && chrome)
+    int done = pf_registered_copy(x, result) ? PF_PATH_REGISTERED
+               : staged(x, result, debug, tl, t0, mark) ? PF_PATH_STAGED : 0;
+    if (done == PF_PATH_STAGED && chrome)
         *chunks = tl;
     pf_capture_restore(mode);
     pthread_setcancelstate(cancel, NULL);
@@ -145,6 +147,7 @@ void pf_engine_stats(struct pf_engine_stats *out) {
     pf_contexts_counts(&out->pinned_bytes, &out->contexts);
     out->threads = pf_workers_count();
     out->worker_seconds = pf_workers_cpu_seconds();
+    pf_register_stats(&out->reg);
 }
 
 void pf_engine_forked(void) {

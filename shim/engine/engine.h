@@ -15,8 +15,9 @@ struct pf_xfer {
     int async;          /* the *Async form: no stream synchronisation before an H2D */
 };
 
-/* Stages a copy pf_route_linear (route.h) found worth staging, and returns
- * 1 with the call's result in *result and, for a Chrome trace, its chunks'
+/* Stages a copy pf_route_linear (route.h) found worth staging, or copies
+ * it through a registration of the host range (registered.c), and returns
+ * the path it took (PF_PATH_STAGED, PF_PATH_REGISTERED) with the call's result in *result and, for a Chrome trace, its chunks'
  * times in *chunks (this thread's until its next copy; else NULL), or
  * returns 0 having done nothing,
  * when the copy must pass through after all (pf_route_confirm said so: a
@@ -24,6 +25,11 @@ struct pf_xfer {
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_timeline **chunks);
 
 void pf_engine_stats(struct pf_engine_stats *out);
+
+/* The copy through a registration of its host range (memory/register.h),
+ * as host-synchronous as the plain pageable copy; 0 when the range is not
+ * registered (the copy is staged). */
+int pf_registered_copy(const struct pf_xfer *x, CUresult *result);
 
 /* The context was destroyed: its slots went with it. */
 void pf_engine_context_gone(CUcontext ctx);

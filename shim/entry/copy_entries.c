@@ -49,13 +49,13 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     };
     CUresult r;
     *noted = pf_nvtx_push("stage", rt.dir, n);
-    int staged = pf_engine_copy(&x, &r, &c->chunks);
+    int path = pf_engine_copy(&x, &r, &c->chunks);
     pf_nvtx_pop(*noted);
-    if (staged) {
-        c->path = PF_PATH_STAGED;
+    if (path) {
+        c->path = path;
         c->result = r;
     }
-    return staged;
+    return path != 0;
 }
 
 /* The body of a linear copy's wrapper; `call` is the driver's own. */
