@@ -6,7 +6,15 @@
  * GPU).  Managed memory is usable from the host like real UVM, so its address
  * is its backing.  Pinned memory (cuMemHostAlloc/cuMemAllocHost) and
  * registered ranges are ordinary host memory recorded in the table; with
- * unified addressing their device pointer is their host address.  Memory
+ * unified addressing their device pointer is their host address.  A
+ * registration pins the pages under the range, as the real one does: the
+ * range's pages are moved into a memfd, mapped shared at the same address
+ * (same contents, the program's writes stay visible) and a second time as
+ * the "physical pages" copies read and write.  Memory the program unmaps,
+ * remaps or advises away without unregistering it first is new memory at
+ * the same address, and copies still move the old pages: stale data, as on
+ * a GPU.  (Unlike the real pages, the memfd is shared with a forked child,
+ * and MADV_DONTNEED keeps its contents.)  Memory
  * belongs to the context it was allocated in and goes with it.  Pinned
  * allocation and freeing are potentially unsafe during a capture
  * (fake_capture_prohibit).
@@ -14,14 +22,22 @@
 #define _GNU_SOURCE
 #include "fake.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct alloc {
     uintptr_t base;          /* address the application sees */
     size_t size;
     enum fake_mem_kind kind;
-    char *host;              /* backing memory */
+    char *host;              /* backing memory; a registration's second mapping */
+    size_t alias_size;       /* a registration: its pages, mapped at host - alias_off */
+    size_t alias_off;
+    unsigned long alias_ino; /* the memfd behind them */
     struct fake_ctx *ctx;
     unsigned flags;
     unsigned long long id;
@@ -33,6 +49,7 @@ static struct alloc *tab;
 static size_t ntab, captab;
 static unsigned long long next_buffer_id = 1;
 static size_t device_bytes;
+static atomic_long registered_now; /* registrations held (fakecuda_registered) */
 
 #define TOTAL_MEM (80ULL << 30)
 
@@ -170,12 +187,18 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
     return CUDA_SUCCESS;
 }
 
+static void unpin(const struct alloc *a);
+
 void fake_mem_ctx_destroyed(struct fake_ctx *c)
 {
     pthread_mutex_lock(&mem_lock);
     for (size_t i = ntab; i-- > 0;)
         if (tab[i].ctx == c) {
-            if (tab[i].kind != MEM_REGISTERED)    /* registered memory is the application's */
+            if (tab[i].kind == MEM_REGISTERED) {  /* registered memory is the application's */
+                unpin(&tab[i]);
+                atomic_fetch_sub(&registered_now, 1);
+            }
+            else
                 free(tab[i].host);
             remove_locked((long)i);
         }
@@ -396,6 +419,77 @@ FAKE_API CUresult cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
+/* The fake's own mappings are made with system calls: the program's mmap
+ * may be a preloaded library's, which must not see the driver's work. */
+static void *sys_mmap(void *p, size_t n, int prot, int flags, int fd)
+{
+    return (void *)syscall(SYS_mmap, p, n, prot, flags, fd, 0L);
+}
+
+#define PAGE ((uintptr_t)4096)
+
+/* Pins [base, base+size): its pages move into a memfd mapped over them and a
+ * second time, returned (NULL when the range cannot be pinned). */
+static char *pin(uintptr_t base, size_t size, unsigned long *ino)
+{
+    uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
+    size_t n = pe - pb;
+    int fd = (int)syscall(SYS_memfd_create, "fakecuda-registered", 1u /* MFD_CLOEXEC */);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    char *alias = MAP_FAILED;
+    if (!ftruncate(fd, (off_t)n) && !fstat(fd, &st))
+        alias = sys_mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    if (alias != MAP_FAILED) {
+        memcpy(alias, (void *)pb, n);
+        if (sys_mmap((void *)pb, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
+            syscall(SYS_munmap, alias, n);
+            alias = MAP_FAILED;
+        }
+    }
+    close(fd);
+    *ino = (unsigned long)st.st_ino;
+    return alias == MAP_FAILED ? NULL : alias;
+}
+
+/* Unpins a registration: the parts of its range still mapped to its memfd
+ * (the program may have mapped other memory there since) get private pages
+ * with the same contents, as after a real unregistration. */
+static void unpin(const struct alloc *a)
+{
+    uintptr_t pb = a->base - a->alias_off, pe = pb + a->alias_size;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (maps && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3 || ino != a->alias_ino ||
+            hi <= pb || lo >= pe)
+            continue;
+        lo = lo < pb ? pb : lo;
+        hi = hi > pe ? pe : hi;
+        char *copy = sys_mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        if (copy == MAP_FAILED)
+            continue;
+        memcpy(copy, (void *)lo, hi - lo);
+        syscall(SYS_mremap, copy, hi - lo, hi - lo, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo);
+    }
+    if (maps)
+        fclose(maps);
+    syscall(SYS_munmap, a->host - a->alias_off, a->alias_size);
+}
+
+/* Registered ranges sharing a page cannot both pin it (mem_lock held). */
+static int shares_page_locked(uintptr_t base, size_t size)
+{
+    uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
+    for (size_t i = 0; i < ntab; i++)
+        if (tab[i].kind == MEM_REGISTERED && tab[i].base - tab[i].alias_off < pe &&
+            pb < tab[i].base - tab[i].alias_off + tab[i].alias_size)
+            return 1;
+    return 0;
+}
+
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     FAKE_ENTER();
@@ -405,14 +499,26 @@ FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
         return r;
     if (!p || bytesize == 0 || (Flags & ~0xFu))
         return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t pb = (uintptr_t)p & ~(PAGE - 1);
     struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED,
-                       .host = p, .ctx = c, .flags = Flags };
+                       .ctx = c, .flags = Flags, .alias_off = (uintptr_t)p - pb,
+                       .alias_size = (((uintptr_t)p + bytesize + PAGE - 1) & ~(PAGE - 1)) - pb };
     pthread_mutex_lock(&mem_lock);
-    if (overlaps_locked(a.base, a.size)) {
+    if (overlaps_locked(a.base, a.size) || shares_page_locked(a.base, a.size)) {
         pthread_mutex_unlock(&mem_lock);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
+    char *alias = pin(a.base, a.size, &a.alias_ino);
+    if (!alias) {
+        pthread_mutex_unlock(&mem_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    a.host = alias + a.alias_off;
     int rc = insert_locked(a);
+    if (rc)
+        unpin(&a);
+    else
+        atomic_fetch_add(&registered_now, 1);
     pthread_mutex_unlock(&mem_lock);
     return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
@@ -427,8 +533,17 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     struct alloc a;
-    return take_synced((uintptr_t)p, 1u << MEM_REGISTERED, 1, &a)
-           ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+    if (take_synced((uintptr_t)p, 1u << MEM_REGISTERED, 1, &a))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    unpin(&a);
+    atomic_fetch_sub(&registered_now, 1);
+    return CUDA_SUCCESS;
+}
+
+/* Test hook: registrations held now (made in the process, not undone). */
+FAKE_API long fakecuda_registered(void)
+{
+    return atomic_load(&registered_now);
 }
 
 /* look up a host pointer inside a pinned or registered range */
