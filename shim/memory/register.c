@@ -48,6 +48,10 @@ static int atexit_done, warned;
 static struct pf_register_stats stats;
 static uint64_t register_ticks;
 int pf_register_watch_;
+/* Set while this thread is in pinfast's own cuMemHostRegister/Unregister:
+ * what the driver maps or advises meanwhile is its own business, and the
+ * registration it works on is held by this very thread. */
+static __thread int in_driver;
 
 static uintptr_t page(void) {
     static uintptr_t size;
@@ -110,7 +114,9 @@ static void retire(struct pf_reg *g) {
         CUcontext cur = NULL;
         int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != g->ctx &&
                      PF_CALL(cuCtxPushCurrent_v2, g->ctx) == CUDA_SUCCESS;
+        in_driver = 1;
         CUresult r = PF_CALL(cuMemHostUnregister, (void *)g->base);
+        in_driver = 0;
         if (pushed)
             PF_CALL(cuCtxPopCurrent_v2, &cur);
         pf_capture_restore(mode);
@@ -152,7 +158,7 @@ static int meets(const struct pf_reg *g, const void *arg) {
 }
 
 void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed) {
-    if (!pf_register_watching() || hi <= __atomic_load_n(&bound_lo, __ATOMIC_RELAXED) ||
+    if (!pf_register_watching() || in_driver || hi <= __atomic_load_n(&bound_lo, __ATOMIC_RELAXED) ||
         lo >= __atomic_load_n(&bound_hi, __ATOMIC_RELAXED))
         return;
     struct span s = {lo, hi, freed};
@@ -213,7 +219,9 @@ static int registering(struct pf_reg *g) {
         pthread_mutex_unlock(&lock);
         uint64_t t0 = pf_ticks();
         tried = 1;
+        in_driver = 1;
         r = PF_CALL(cuMemHostRegister_v2, (void *)g->base, size, CU_MEMHOSTREGISTER_PORTABLE);
+        in_driver = 0;
         pthread_mutex_lock(&lock);
         register_ticks += pf_ticks_since(t0);
         if (r == CUDA_SUCCESS) {

@@ -428,12 +428,37 @@ static void *sys_mmap(void *p, size_t n, int prot, int flags, int fd)
 
 #define PAGE ((uintptr_t)4096)
 
-/* Pins [base, base+size): its pages move into a memfd mapped over them and a
- * second time, returned (NULL when the range cannot be pinned). */
+/* Whether [pb, pe) lies in one shared mapping (shm, a shared file or
+ * memfd), read from /proc/self/maps. */
+static int shared_mapping(uintptr_t pb, uintptr_t pe)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[512], perms[8];
+    int shared = 0;
+    while (maps && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && lo <= pb && pb < hi) {
+            shared = perms[3] == 's' && pe <= hi;
+            break;
+        }
+    }
+    if (maps)
+        fclose(maps);
+    return shared;
+}
+
+/* Pins [base, base+size): returns a second mapping of its pages (NULL when
+ * the range cannot be pinned).  Shared memory is mapped again as it is;
+ * private pages move into a memfd mapped over them, *ino its inode. */
 static char *pin(uintptr_t base, size_t size, unsigned long *ino)
 {
     uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
     size_t n = pe - pb;
+    *ino = 0;
+    if (shared_mapping(pb, pe)) {
+        char *alias = (void *)syscall(SYS_mremap, pb, 0UL, n, MREMAP_MAYMOVE);
+        return alias == MAP_FAILED ? NULL : alias;
+    }
     int fd = (int)syscall(SYS_memfd_create, "fakecuda-registered", 1u /* MFD_CLOEXEC */);
     struct stat st;
     if (fd < 0)
@@ -459,7 +484,7 @@ static char *pin(uintptr_t base, size_t size, unsigned long *ino)
 static void unpin(const struct alloc *a)
 {
     uintptr_t pb = a->base - a->alias_off, pe = pb + a->alias_size;
-    FILE *maps = fopen("/proc/self/maps", "r");
+    FILE *maps = a->alias_ino ? fopen("/proc/self/maps", "r") : NULL;
     char line[512];
     while (maps && fgets(line, sizeof line, maps)) {
         unsigned long lo, hi, ino;
