@@ -55,13 +55,14 @@ static __thread int in_driver;
 
 static uintptr_t page(void) {
     static uintptr_t size;
-    if (!size)
-        size = (uintptr_t)sysconf(_SC_PAGESIZE);
-    return size;
+    uintptr_t s = __atomic_load_n(&size, __ATOMIC_RELAXED);
+    if (!s)
+        __atomic_store_n(&size, s = (uintptr_t)sysconf(_SC_PAGESIZE), __ATOMIC_RELAXED);
+    return s;
 }
 
 /* PINFAST_REGISTER_MAX, or: the locked-memory limit when it is finite, and
- * a quarter of the machine's memory. */
+ * a quarter of the machine's memory (lock held). */
 static size_t cap(void) {
     if (cap_bytes)
         return cap_bytes;
@@ -335,8 +336,10 @@ void pf_register_context_gone(CUcontext ctx) {
  * teardown (atexit handlers run before the libraries' destructors), and no
  * new one is made past this point. */
 static void unregister_all_at_exit(void) {
-    pf_register_drop(0, UINTPTR_MAX, 0);
+    pthread_mutex_lock(&lock);
     cap_bytes = 1; /* nothing fits any more */
+    pthread_mutex_unlock(&lock);
+    pf_register_drop(0, UINTPTR_MAX, 0);
 }
 
 void pf_register_forked(void) {
