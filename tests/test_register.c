@@ -35,7 +35,8 @@
 #endif
 
 /* A sanitizer's malloc comes before pinfast in the preload list: its free
- * and realloc never reach pinfast's (docs/design.md). */
+ * and realloc never reach pinfast's, and pinfast then registers nothing
+ * (docs/design.md); the cases still check the bytes and the hooks. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define OWN_MALLOC 0
 #else
@@ -85,7 +86,7 @@ static void make_registered(unsigned char *r, size_t n)
 {
     for (int i = 0; i < 3; i++)
         round_trip(r, n, "a range copied again and again");
-    if (t_pinfast() && registered() < 1)
+    if (t_pinfast() && OWN_MALLOC && registered() < 1)
         fail_msg("a range copied three times was not registered");
 }
 
@@ -431,7 +432,7 @@ static int exit_child(void)
     for (int i = 0; i < 3; i++)
         if (t_round_trip(h, o, d, N))
             return 46;
-    if (t_pinfast() && !registered())
+    if (t_pinfast() && OWN_MALLOC && !registered())
         return 47;
     exit(0);
 }

@@ -24,22 +24,35 @@
  * error state), and that free cannot reach a free not yet found. */
 static __thread int resolving;
 
-static void *next(void **slot, const char *name) {
+static void *next(void **slot, const char *name, int malloc_fn, void *own) {
     void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (f || resolving)
         return f;
     resolving = 1;
-    f = pf_real_dlsym(RTLD_NEXT, name);
+    /* malloc's functions: the program's own (a sanitizer's or a malloc
+     * preloaded before pinfast, whose blocks pinfast's own frees hold too),
+     * or else the next after pinfast */
+    f = malloc_fn ? pf_real_dlsym(RTLD_DEFAULT, name) : NULL;
+    if (!f || f == own)
+        f = pf_real_dlsym(RTLD_NEXT, name);
     resolving = 0;
     __atomic_store_n(slot, f, __ATOMIC_RELEASE);
     return f;
 }
 
-/* The real function `name`, of the type of pinfast's own. */
+/* The real function `name`, of the type of pinfast's own: the next after
+ * pinfast (a sanitizer's interceptor calls pinfast's as its real one). */
 #define REAL(name)                                                             \
     ({                                                                         \
         static void *real_;                                                    \
-        (__typeof__(&name))next(&real_, #name);                                \
+        (__typeof__(&name))next(&real_, #name, 0, NULL);                       \
+    })
+/* One of malloc's, whose blocks must go back to the malloc they came from;
+ * own: pinfast's wrapper of it, if any. */
+#define MALLOCS(name, own)                                                     \
+    ({                                                                         \
+        static void *real_;                                                    \
+        (__typeof__(&name))next(&real_, #name, 1, (void *)(own));              \
     })
 
 static void drop(const void *p, size_t n) {
@@ -52,13 +65,13 @@ static void drop(const void *p, size_t n) {
 static void drop_block(void *p) {
     if (!p || !pf_register_watching())
         return;
-    size_t (*usable)(void *) = REAL(malloc_usable_size);
+    size_t (*usable)(void *) = MALLOCS(malloc_usable_size, NULL);
     uintptr_t lo = (uintptr_t)p, hi = usable ? lo + usable(p) : UINTPTR_MAX;
     pf_register_drop(lo, hi > lo ? hi : lo + 1, 1);
 }
 
 PF_API void free(void *p) {
-    void (*f)(void *) = REAL(free);
+    void (*f)(void *) = MALLOCS(free, free);
     if (!f) /* a block dlsym frees while free itself is being found: kept */
         return;
     drop_block(p);
@@ -66,7 +79,7 @@ PF_API void free(void *p) {
 }
 
 PF_API void *realloc(void *p, size_t n) {
-    void *(*f)(void *, size_t) = REAL(realloc);
+    void *(*f)(void *, size_t) = MALLOCS(realloc, realloc);
     if (!f)
         return NULL;
     drop_block(p);
@@ -75,7 +88,7 @@ PF_API void *realloc(void *p, size_t n) {
 
 /* glibc's reallocarray reallocates without calling the exported realloc. */
 PF_API void *reallocarray(void *p, size_t m, size_t n) {
-    void *(*f)(void *, size_t, size_t) = REAL(reallocarray);
+    void *(*f)(void *, size_t, size_t) = MALLOCS(reallocarray, reallocarray);
     if (!f)
         return NULL;
     drop_block(p);

@@ -13,6 +13,7 @@
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -250,9 +251,26 @@ static int registering(struct pf_reg *g) {
     return 0;
 }
 
+/* Whether the program's free() is pinfast's (entry/vm_entries.c), which
+ * alone sees heap blocks freed: a sanitizer's malloc, or one preloaded
+ * before pinfast, frees and reuses memory unseen, and then nothing may be
+ * registered. */
+static int frees_seen(void) {
+    static int seen = -1;
+    int s = __atomic_load_n(&seen, __ATOMIC_RELAXED);
+    if (s < 0) {
+        s = pf_real_dlsym(RTLD_DEFAULT, "free") == (void *)free;
+        if (!s)
+            pf_msg(PF_INFO, "free() is not pinfast's (a sanitizer's, or a malloc preloaded before "
+                            "it): no registrations");
+        __atomic_store_n(&seen, s, __ATOMIC_RELAXED);
+    }
+    return s;
+}
+
 struct pf_reg *pf_register_use(const void *host, size_t n) {
     const struct pf_options *o = pf_options();
-    if (!o->reg || n < o->reg_min || !n)
+    if (!o->reg || n < o->reg_min || !n || !frees_seen())
         return NULL;
     uintptr_t lo = (uintptr_t)host, hi = lo + n;
     uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
