@@ -354,10 +354,12 @@ void pf_register_context_gone(CUcontext ctx) {
  * teardown (atexit handlers run before the libraries' destructors), and no
  * new one is made past this point. */
 static void unregister_all_at_exit(void) {
+    struct span all = {0, UINTPTR_MAX, 0};
+    unsigned long long undone = 0;
     pthread_mutex_lock(&lock);
     cap_bytes = 1; /* nothing fits any more */
+    drop_where(meets, &all, &undone);
     pthread_mutex_unlock(&lock);
-    pf_register_drop(0, UINTPTR_MAX, 0);
 }
 
 void pf_register_forked(void) {
