@@ -39,6 +39,7 @@ struct pf_reg {
 };
 
 static struct pf_reg slots[SLOTS];
+static int top; /* slots past this one have never been used: scans stop here */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
 static uintptr_t bound_lo = UINTPTR_MAX, bound_hi; /* of SEEN, REFUSED and LIVE extents */
@@ -82,7 +83,7 @@ static int overlaps(uintptr_t a, uintptr_t b, uintptr_t lo, uintptr_t hi) { retu
 /* The bounds and the hooks' flag, after the table changed (lock held). */
 static void rebound(void) {
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < top; i++)
         if (slots[i].state != FREE && slots[i].state != GONE) {
             lo = slots[i].base < lo ? slots[i].base : lo;
             hi = slots[i].end > hi ? slots[i].end : hi;
@@ -137,7 +138,7 @@ static void drop_where(int (*match)(const struct pf_reg *, const void *), const 
                        unsigned long long *counter) {
     struct pf_reg *gone[SLOTS];
     int n = 0;
-    for (int i = 0; i < SLOTS; i++) {
+    for (int i = 0; i < top; i++) {
         struct pf_reg *g = &slots[i];
         if (g->state == FREE || g->state == GONE || !match(g, arg))
             continue;
@@ -164,15 +165,20 @@ void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed) {
         lo >= __atomic_load_n(&bound_hi, __ATOMIC_RELAXED))
         return;
     struct span s = {lo, hi, freed};
+    /* free() may be reached from a thread being cancelled: never inside the
+     * wait, with the lock held */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&lock);
     drop_where(meets, &s, &stats.dropped);
     pthread_mutex_unlock(&lock);
+    pthread_setcancelstate(cancel, NULL);
 }
 
 /* The least recently used registration no copy holds (lock held). */
 static struct pf_reg *lru_live(void) {
     struct pf_reg *v = NULL;
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < top; i++)
         if (slots[i].state == LIVE && !slots[i].refs && (!v || slots[i].last < v->last))
             v = &slots[i];
     return v;
@@ -183,8 +189,10 @@ static struct pf_reg *lru_live(void) {
 static struct pf_reg *slot_for_sighting(void) {
     struct pf_reg *v = NULL;
     for (int i = 0; i < SLOTS; i++) {
-        if (slots[i].state == FREE)
+        if (slots[i].state == FREE) {
+            top = i + 1 > top ? i + 1 : top;
             return &slots[i];
+        }
         if ((slots[i].state == SEEN || slots[i].state == REFUSED) && (!v || slots[i].last < v->last))
             v = &slots[i];
     }
@@ -199,7 +207,7 @@ static void unregister_all_at_exit(void);
 static int registering(struct pf_reg *g) {
     size_t size = g->end - g->base;
     CUcontext ctx = NULL;
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < top; i++)
         if ((slots[i].state == LIVE || slots[i].state == GONE) &&
             overlaps(slots[i].base, slots[i].end, g->base, g->end))
             return 0; /* a neighbour holds a shared page */
@@ -278,7 +286,7 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
     pthread_mutex_lock(&lock);
     uint64_t now = ++clock_;
     struct pf_reg *seen = NULL;
-    for (int i = 0; i < SLOTS && !held; i++) {
+    for (int i = 0; i < top && !held; i++) {
         struct pf_reg *g = &slots[i];
         if (g->state == LIVE && g->registered && base >= g->base && end <= g->end)
             held = g;
@@ -328,7 +336,7 @@ int pf_register_owns(uintptr_t p) {
         return 0;
     int owns = 0;
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < SLOTS && !owns; i++)
+    for (int i = 0; i < top && !owns; i++)
         owns = (slots[i].state == LIVE || slots[i].state == GONE) && slots[i].registered &&
                p - slots[i].base < slots[i].end - slots[i].base;
     pthread_mutex_unlock(&lock);
@@ -342,7 +350,7 @@ void pf_register_context_gone(CUcontext ctx) {
     if (!pf_register_watching())
         return;
     pthread_mutex_lock(&lock);
-    for (int i = 0; i < SLOTS; i++)
+    for (int i = 0; i < top; i++)
         if (in_context(&slots[i], ctx))
             slots[i].registered = 0;
     unsigned long long forgotten = 0;
@@ -367,7 +375,7 @@ void pf_register_forked(void) {
     pthread_cond_init(&released, NULL);
     for (int i = 0; i < SLOTS; i++)
         slots[i] = (struct pf_reg){.state = FREE};
-    nlive = 0;
+    nlive = top = 0;
     live_bytes = peak_bytes = 0;
     stats = (struct pf_register_stats){0};
     register_ticks = 0;
