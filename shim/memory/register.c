@@ -201,17 +201,16 @@ static struct pf_reg *slot_for_sighting(void) {
 
 static void unregister_all_at_exit(void);
 
-/* Registers g's pages, making room under the caps first; 1 when the driver
- * took them.  g is LIVE and held meanwhile, so that a drop waits for its
+/* Registers g's pages in context ctx, making room under the caps first; 1
+ * when the driver took them.  g is LIVE and held meanwhile, so that a drop waits for its
  * end and no other copy registers it too (lock held; dropped meanwhile). */
-static int registering(struct pf_reg *g) {
+static int registering(struct pf_reg *g, CUcontext ctx) {
     size_t size = g->end - g->base;
-    CUcontext ctx = NULL;
     for (int i = 0; i < top; i++)
         if ((slots[i].state == LIVE || slots[i].state == GONE) &&
             overlaps(slots[i].base, slots[i].end, g->base, g->end))
             return 0; /* a neighbour holds a shared page */
-    if (PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS || !ctx)
+    if (!ctx)
         return 0;
     *g = (struct pf_reg){.base = g->base, .end = g->end, .lo = g->lo, .hi = g->hi, .state = LIVE,
                          .refs = 1, .count = g->count, .last = g->last, .ctx = ctx};
@@ -283,6 +282,9 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
     uintptr_t lo = (uintptr_t)host, hi = lo + n;
     uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
     struct pf_reg *held = NULL;
+    CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
+    if (PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
+        ctx = NULL;
     pthread_mutex_lock(&lock);
     uint64_t now = ++clock_;
     struct pf_reg *seen = NULL;
@@ -305,7 +307,7 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
         end - base <= cap()) {
         seen->lo = lo < seen->lo ? lo : seen->lo;
         seen->hi = hi > seen->hi ? hi : seen->hi;
-        if (registering(seen))
+        if (registering(seen, ctx))
             held = seen;
     }
     if (seen)
