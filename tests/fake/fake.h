@@ -154,5 +154,8 @@ enum fake_mem_kind { MEM_PAGEABLE = 0, MEM_DEVICE, MEM_MANAGED, MEM_PINNED, MEM_
  * NULL, unknown device-space addresses and ranges past an allocation's end. */
 CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
                             void **host, enum fake_mem_kind *kind);
+/* The length of the first piece of [addr, addr+len) that lies wholly inside
+ * or outside the whole pages of a registration (len when none holds addr). */
+size_t fake_mem_piece(uintptr_t addr, size_t len);
 
 #endif

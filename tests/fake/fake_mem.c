@@ -8,9 +8,11 @@
  * registered ranges are ordinary host memory recorded in the table; with
  * unified addressing their device pointer is their host address.  A
  * registration pins the pages under the range, as the real one does: the
- * range's pages are moved into a memfd, mapped shared at the same address
- * (same contents, the program's writes stay visible) and a second time as
- * the "physical pages" copies read and write.  Memory the program unmaps,
+ * whole pages inside the range are moved into a memfd, mapped shared at the
+ * same address (same contents, the program's writes stay visible) and a
+ * second time as the "physical pages" copies read and write (the partial
+ * pages at its ends, which other data may share and other threads write,
+ * are left in place and copied from where they are).  Memory the program unmaps,
  * remaps or advises away without unregistering it first is new memory at
  * the same address, and copies still move the old pages: stale data, as on
  * a GPU.  (Unlike the real pages, the memfd is shared with a forked child,
@@ -34,10 +36,10 @@ struct alloc {
     uintptr_t base;          /* address the application sees */
     size_t size;
     enum fake_mem_kind kind;
-    char *host;              /* backing memory; a registration's second mapping */
-    size_t alias_size;       /* a registration: its pages, mapped at host - alias_off */
-    size_t alias_off;
-    unsigned long alias_ino; /* the memfd behind them */
+    char *host;              /* backing memory */
+    char *alias;             /* a registration: the second mapping of its whole pages */
+    uintptr_t ilo, ihi;      /* those pages (none: ilo == ihi) */
+    unsigned long alias_ino; /* the memfd behind them (0: shared memory mapped again) */
     struct fake_ctx *ctx;
     unsigned flags;
     unsigned long long id;
@@ -166,6 +168,8 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
         size_t off = addr - a->base;
         if (len <= a->size - off) {
             *host = a->host + off;
+            if (a->kind == MEM_REGISTERED && addr >= a->ilo && addr + len <= a->ihi)
+                *host = a->alias + (addr - a->ilo);
             *kind = a->kind;
             pthread_mutex_unlock(&mem_lock);
             return CUDA_SUCCESS;
@@ -458,16 +462,15 @@ static int shared_mapping(uintptr_t pb, uintptr_t pe)
     return shared;
 }
 
-/* Pins [base, base+size): returns a second mapping of its pages (NULL when
- * the range cannot be pinned).  Shared memory is mapped again as it is;
- * private pages move into a memfd mapped over them, *ino its inode. */
-static char *pin(uintptr_t base, size_t size, unsigned long *ino)
+/* Pins the whole pages [lo, hi): returns their second mapping (NULL when
+ * they cannot be pinned).  Shared memory is mapped again as it is; private
+ * pages move into a memfd mapped over them, *ino its inode. */
+static char *pin(uintptr_t lo, uintptr_t hi, unsigned long *ino)
 {
-    uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
-    size_t n = pe - pb;
+    size_t n = hi - lo;
     *ino = 0;
-    if (shared_mapping(pb, pe)) {
-        char *alias = (void *)syscall(SYS_mremap, pb, 0UL, n, MREMAP_MAYMOVE);
+    if (shared_mapping(lo, hi)) {
+        char *alias = (void *)syscall(SYS_mremap, lo, 0UL, n, MREMAP_MAYMOVE);
         return alias == MAP_FAILED ? NULL : alias;
     }
     int fd = (int)syscall(SYS_memfd_create, "fakecuda-registered", 1u /* MFD_CLOEXEC */);
@@ -478,8 +481,8 @@ static char *pin(uintptr_t base, size_t size, unsigned long *ino)
     if (!ftruncate(fd, (off_t)n) && !fstat(fd, &st))
         alias = sys_mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     if (alias != MAP_FAILED) {
-        page_copy(alias, (void *)pb, n);
-        if (sys_mmap((void *)pb, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
+        page_copy(alias, (void *)lo, n);
+        if (sys_mmap((void *)lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
             syscall(SYS_munmap, alias, n);
             alias = MAP_FAILED;
         }
@@ -489,21 +492,22 @@ static char *pin(uintptr_t base, size_t size, unsigned long *ino)
     return alias == MAP_FAILED ? NULL : alias;
 }
 
-/* Unpins a registration: the parts of its range still mapped to its memfd
+/* Unpins a registration: the parts of its pages still mapped to its memfd
  * (the program may have mapped other memory there since) get private pages
  * with the same contents, as after a real unregistration. */
 static void unpin(const struct alloc *a)
 {
-    uintptr_t pb = a->base - a->alias_off, pe = pb + a->alias_size;
+    if (a->ilo == a->ihi)
+        return;
     FILE *maps = a->alias_ino ? fopen("/proc/self/maps", "r") : NULL;
     char line[512];
     while (maps && fgets(line, sizeof line, maps)) {
         unsigned long lo, hi, ino;
         if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3 || ino != a->alias_ino ||
-            hi <= pb || lo >= pe)
+            hi <= a->ilo || lo >= a->ihi)
             continue;
-        lo = lo < pb ? pb : lo;
-        hi = hi > pe ? pe : hi;
+        lo = lo < a->ilo ? a->ilo : lo;
+        hi = hi > a->ihi ? a->ihi : hi;
         char *copy = sys_mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         if (copy == MAP_FAILED)
             continue;
@@ -512,7 +516,7 @@ static void unpin(const struct alloc *a)
     }
     if (maps)
         fclose(maps);
-    syscall(SYS_munmap, a->host - a->alias_off, a->alias_size);
+    syscall(SYS_munmap, a->alias, a->ihi - a->ilo);
 }
 
 /* Registered ranges sharing a page cannot both pin it (mem_lock held). */
@@ -520,10 +524,25 @@ static int shares_page_locked(uintptr_t base, size_t size)
 {
     uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
     for (size_t i = 0; i < ntab; i++)
-        if (tab[i].kind == MEM_REGISTERED && tab[i].base - tab[i].alias_off < pe &&
-            pb < tab[i].base - tab[i].alias_off + tab[i].alias_size)
+        if (tab[i].kind == MEM_REGISTERED && (tab[i].base & ~(PAGE - 1)) < pe &&
+            pb < ((tab[i].base + tab[i].size + PAGE - 1) & ~(PAGE - 1)))
             return 1;
     return 0;
+}
+
+/* Copies of registered memory are cut where its whole pages begin and end
+ * (fake_copy.c): the length of the piece at addr that lies on one side. */
+size_t fake_mem_piece(uintptr_t addr, size_t len)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(addr);
+    if (i >= 0 && tab[i].kind == MEM_REGISTERED && tab[i].ilo < tab[i].ihi) {
+        uintptr_t cut = addr < tab[i].ilo ? tab[i].ilo : addr < tab[i].ihi ? tab[i].ihi : 0;
+        if (cut && cut - addr < len)
+            len = cut - addr;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return len;
 }
 
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
@@ -535,21 +554,20 @@ FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
         return r;
     if (!p || bytesize == 0 || (Flags & ~0xFu))
         return CUDA_ERROR_INVALID_VALUE;
-    uintptr_t pb = (uintptr_t)p & ~(PAGE - 1);
-    struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED,
-                       .ctx = c, .flags = Flags, .alias_off = (uintptr_t)p - pb,
-                       .alias_size = (((uintptr_t)p + bytesize + PAGE - 1) & ~(PAGE - 1)) - pb };
+    struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED, .host = p,
+                       .ctx = c, .flags = Flags, .ilo = ((uintptr_t)p + PAGE - 1) & ~(PAGE - 1),
+                       .ihi = ((uintptr_t)p + bytesize) & ~(PAGE - 1) };
+    if (a.ihi <= a.ilo)
+        a.ilo = a.ihi = 0;
     pthread_mutex_lock(&mem_lock);
     if (overlaps_locked(a.base, a.size) || shares_page_locked(a.base, a.size)) {
         pthread_mutex_unlock(&mem_lock);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
-    char *alias = pin(a.base, a.size, &a.alias_ino);
-    if (!alias) {
+    if (a.ilo < a.ihi && !(a.alias = pin(a.ilo, a.ihi, &a.alias_ino))) {
         pthread_mutex_unlock(&mem_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    a.host = alias + a.alias_off;
     int rc = insert_locked(a);
     if (rc)
         unpin(&a);
