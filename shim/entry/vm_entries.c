@@ -21,13 +21,15 @@
 #include <unistd.h>
 
 /* Set while this thread looks a real function up: dlsym may free (its
- * error state), and that free cannot reach a free not yet found. */
+ * error state), and that free cannot reach a free not yet found (the
+ * others are looked up again, inside: glibc's lookups nest). */
 static __thread int resolving;
 
 static void *next(void **slot, const char *name, int malloc_fn, void *own) {
     void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (f || resolving)
+    if (f || (resolving && malloc_fn))
         return f;
+    int outer = resolving;
     resolving = 1;
     /* malloc's functions: the program's own (a sanitizer's or a malloc
      * preloaded before pinfast, whose blocks pinfast's own frees hold too),
@@ -35,7 +37,7 @@ static void *next(void **slot, const char *name, int malloc_fn, void *own) {
     f = malloc_fn ? pf_real_dlsym(RTLD_DEFAULT, name) : NULL;
     if (!f || f == own)
         f = pf_real_dlsym(RTLD_NEXT, name);
-    resolving = 0;
+    resolving = outer;
     __atomic_store_n(slot, f, __ATOMIC_RELEASE);
     return f;
 }
