@@ -74,6 +74,14 @@ static const struct option table[] = {
      "report call sites: walk the stack of 1 in N small copies (1: every copy; 0: off)"},
     {"PINFAST_NVTX", K_BOOL, F(nvtx), "1", 0, 1, NULL,
      "NVTX ranges around staged copies, seen when a profiler (Nsight Systems) is attached"},
+    {"PINFAST_REGISTER", K_BOOL, F(reg), "1", 0, 1, NULL,
+     "register pageable ranges copied again and again, and copy them directly (docs/options.md)"},
+    {"PINFAST_REGISTER_MAX", K_SIZE, F(reg_max), "0", 0, 1LL << 50, NULL,
+     "registered memory at most; 0: RLIMIT_MEMLOCK when finite, at most a quarter of RAM"},
+    {"PINFAST_REGISTER_MIN", K_SIZE, F(reg_min), "1M", 4 * KiB, 1LL << 50, NULL,
+     "smaller copies are never registered"},
+    {"PINFAST_REGISTER_AFTER", K_INT, F(reg_after), "2", 1, 1000, NULL,
+     "a range is registered at its Nth copy"},
 };
 
 struct pf_options pf_options_parsed;

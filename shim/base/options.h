@@ -27,6 +27,10 @@ struct pf_options {
     int async_d2h;          /* pageable async D2H lands in stream callbacks */
     int callsites;          /* walk the stack of 1 in N small copies; 0: no call sites */
     int nvtx;               /* NVTX ranges around the copies pinfast stages */
+    int reg;                /* register pageable ranges copied again and again */
+    size_t reg_max;         /* registered bytes at most; 0: the locked-memory limit, RAM / 4 */
+    size_t reg_min;         /* smaller copies are never registered */
+    int reg_after;          /* a range is registered at its Nth copy */
     /* derived: a trace, or every copy's stack walked, wants every call timed */
     int time_every_call;
 };

@@ -19,10 +19,18 @@ enum pf_mem {
 };
 
 enum pf_dir { PF_DIR_H2D, PF_DIR_D2H, PF_DIR_D2D, PF_DIR_H2H, PF_DIR_MIXED, PF_DIR_COUNT };
-enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_BOUNCED, PF_PATH_COUNT };
+enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_BOUNCED, PF_PATH_REGISTERED, PF_PATH_COUNT };
 
 /* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
 enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };
+
+/* What the registration cache did (memory/register.c), for the report. */
+struct pf_register_stats {
+    unsigned long long registered, refused, dropped, evicted; /* registrations */
+    unsigned long long copies, bytes;                         /* through them */
+    unsigned long long live, live_bytes, peak_bytes;
+    double register_seconds; /* spent in cuMemHostRegister/Unregister */
+};
 
 /* What the staging engine did, for the report. */
 struct pf_engine_stats {
@@ -32,6 +40,7 @@ struct pf_engine_stats {
     double caller_seconds; /* callers' CPU time inside staged copies (CLOCK_THREAD_CPUTIME_ID) */
     double cpu_seconds;    /* staging's CPU time: workers' copies and callers' caller_seconds */
     double wait_seconds;   /* callers' polling for a DMA before the driver's blocking wait */
+    struct pf_register_stats reg; /* copies through registrations */
 };
 
 #define PF_MAX_SPLIT 16 /* tasks per staged chunk */

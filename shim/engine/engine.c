@@ -13,6 +13,7 @@
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 #include "../memory/fresh.h"
+#include "../memory/register.h"
 
 static unsigned long long staged_copies, staged_bytes;
 static uint64_t caller_ns; /* callers' CPU time inside staged copies */
@@ -137,10 +138,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
     uint64_t cpu = pf_thread_cpu_ns();
-    int done = staged(x, result, debug, tl, t0, mark);
-    if (done)
+    int done = pf_registered_copy(x, result) ? PF_PATH_REGISTERED
+               : staged(x, result, debug, tl, t0, mark) ? PF_PATH_STAGED : 0;
+    if (done == PF_PATH_STAGED)
         __atomic_fetch_add(&caller_ns, pf_thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
-    if (done && chrome)
+    if (done == PF_PATH_STAGED && chrome)
         *chunks = tl;
     pf_capture_restore(mode);
     pthread_setcancelstate(cancel, NULL);
@@ -157,6 +159,7 @@ void pf_engine_stats(struct pf_engine_stats *out) {
     /* the tasks callers ran are in their own CPU time already */
     out->cpu_seconds = out->worker_seconds - pf_workers_helped_seconds() + out->caller_seconds;
     out->wait_seconds = pf_plan_polled_seconds(0);
+    pf_register_stats(&out->reg);
 }
 
 void pf_engine_forked(void) {

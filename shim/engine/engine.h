@@ -36,8 +36,9 @@ struct pf_xfer {
     const struct pf_shape *shape; /* NULL: a linear copy */
 };
 
-/* Stages a copy pf_route_linear (route.h) found worth staging, and returns
- * 1 with the call's result in *result and, for a Chrome trace, its chunks'
+/* Stages a copy pf_route_linear (route.h) found worth staging, or copies
+ * it through a registration of the host range (registered.c), and returns
+ * the path it took (PF_PATH_STAGED, PF_PATH_REGISTERED) with the call's result in *result and, for a Chrome trace, its chunks'
  * times in *chunks (this thread's until its next copy; else NULL), or
  * returns 0 having done nothing,
  * when the copy must pass through after all (pf_route_confirm said so: a
@@ -53,6 +54,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
 int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
 
 void pf_engine_stats(struct pf_engine_stats *out);
+
+/* The copy through a registration of its host range (memory/register.h),
+ * as host-synchronous as the plain pageable copy; 0 when the range is not
+ * registered (the copy is staged). */
+int pf_registered_copy(const struct pf_xfer *x, CUresult *result);
 
 /* The context was destroyed: its slots went with it. */
 void pf_engine_context_gone(CUcontext ctx);

@@ -4,6 +4,7 @@
 #include "entry.h"
 #include "../memory/hostmap.h"
 #include "../memory/pool.h"
+#include "../memory/register.h"
 #include "../observe/latepin.h"
 
 #define TIMED(family, bytes, call, on_success)                                 \
@@ -67,8 +68,12 @@ static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned
     }
 #define WRAP_ALLOC_HOST(family, ptds, sym)                                     \
     PF_API CUresult sym(void **pp, size_t n) { PINNED(family, pp, n, 0, PF_CALL(sym, pp, n)); }
+/* The program's own registration, and unregistration, get the driver's
+ * answer as without pinfast: pinfast's registrations over the range are
+ * dropped first. */
 #define WRAP_HOST_REGISTER(family, ptds, sym)                                  \
     PF_API CUresult sym(void *p, size_t n, unsigned int flags) {               \
+        pf_register_drop((uintptr_t)p, (uintptr_t)p + n, 0);                   \
         TIMED(family, n, PF_CALL(sym, p, n, flags), pf_hostmap_add(p, n, PF_MEM_PINNED, flags)); \
     }
 /* managed memory is in the map too */
@@ -100,7 +105,10 @@ static CUresult free_host(void *p) {
 #define WRAP_FREE_HOST(family, ptds, sym)                                      \
     PF_API CUresult sym(void *p) { FREED(family, p, free_host(p)); }
 #define WRAP_HOST_UNREGISTER(family, ptds, sym)                                \
-    PF_API CUresult sym(void *p) { FREED(family, p, PF_CALL(sym, p)); }
+    PF_API CUresult sym(void *p) {                                             \
+        pf_register_drop((uintptr_t)p, (uintptr_t)p + 1, 0);                   \
+        FREED(family, p, PF_CALL(sym, p));                                     \
+    }
 /* managed memory is in the map too */
 #define WRAP_FREE(family, ptds, sym)                                           \
     PF_API CUresult sym(CUdeviceptr dp) { FREED(family, dp, PF_CALL(sym, dp)); }

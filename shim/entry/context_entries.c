@@ -1,11 +1,13 @@
 /* The entry points that destroy contexts: what pinfast holds in a context
- * (staging slots, pooled blocks, their host-map entries) goes with it, so
+ * (staging slots, pooled blocks, their host-map entries, registrations)
+ * goes with it, so
  * that its table never fills with dead contexts and new memory at a freed
  * address is never taken for pinfast's.  Made from the table
  * (PF_CONTEXT_ENTRIES). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../memory/pool.h"
+#include "../memory/register.h"
 
 /* By handle: a destroyed context's handle may be passed again by mistake,
  * and asking the driver about it can crash; a live context's handle is
@@ -13,6 +15,7 @@
 static void gone(CUcontext ctx) {
     pf_engine_context_gone(ctx);
     pf_pool_context_gone(ctx);
+    pf_register_context_gone(ctx);
 }
 
 static int primary_active(CUdevice dev) {

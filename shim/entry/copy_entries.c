@@ -18,18 +18,19 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
     return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
-/* Has the engine stage x: 1 when it did (c->result is the copy's). */
+/* Has the engine take x (staged, or through a registration): 1 when it did
+ * (c->path is the way it went, c->result the copy's). */
 static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted,
                                                        const struct pf_xfer *x) {
     CUresult r;
     *noted = pf_nvtx_push("stage", x->dir, x->bytes);
-    int staged = pf_engine_copy(x, &r, &c->chunks);
+    int path = pf_engine_copy(x, &r, &c->chunks);
     pf_nvtx_pop(*noted);
-    if (staged) {
-        c->path = PF_PATH_STAGED;
+    if (path) {
+        c->path = path;
         c->result = r;
     }
-    return staged;
+    return path != 0;
 }
 
 /* A linear copy up to the driver's call: routes it, has the engine stage

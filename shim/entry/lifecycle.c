@@ -10,6 +10,7 @@
 #include "../memory/hostmap.h"
 #include "../memory/pending.h"
 #include "../memory/pool.h"
+#include "../memory/register.h"
 #include "../observe/callsite.h"
 #include "../observe/latepin.h"
 #include "../observe/observe.h"
@@ -41,6 +42,10 @@ static const struct hooks {
     {NULL, NULL, pf_workers_forked, NULL},
     {NULL, NULL, pf_cpushare_forked, pf_cpushare_exit},
     {NULL, NULL, pf_pool_forked, NULL},
+    /* registrations are dropped before fork() (entry/vm_entries.c) and at
+     * exit by an atexit handler, before the driver's own teardown (the
+     * destructor that runs `exit` here may come after it) */
+    {NULL, NULL, pf_register_forked, NULL},
     {NULL, NULL, pf_callsite_reset, NULL},
     {NULL, NULL, pf_latepin_reset, NULL},
     {NULL, NULL, pf_trace_forked, pf_trace_flush},

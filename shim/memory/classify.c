@@ -1,4 +1,5 @@
 #include "classify.h"
+#include "register.h"
 #include "../driver/driver.h"
 
 /* The last answers of this thread, each for the interval around its address
@@ -62,7 +63,8 @@ static enum pf_mem ask(uintptr_t p, struct pf_range *r) {
         return PF_MEM_MANAGED;
     switch (type) {
     case 0: return PF_MEM_PAGEABLE;
-    case CU_MEMORYTYPE_HOST: return PF_MEM_PINNED;
+    /* pinfast's own registrations stay pageable memory of the program's */
+    case CU_MEMORYTYPE_HOST: return pf_register_owns(p) ? PF_MEM_PAGEABLE : PF_MEM_PINNED;
     case CU_MEMORYTYPE_DEVICE:
     case CU_MEMORYTYPE_ARRAY: return PF_MEM_DEVICE;
     default: return PF_MEM_UNKNOWN;

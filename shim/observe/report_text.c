@@ -93,6 +93,12 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
                "callers' inside staged copies, %.3f s of it polling for the GPU\n",
             e->cpu_seconds, pf_per_gib(e->cpu_seconds, e->bytes), e->caller_seconds, e->wait_seconds);
     }
+    if (e->reg.registered + e->reg.refused)
+        pf_put(o, "pinfast: registrations: %llu made (%llu refused by the driver, %llu dropped as "
+               "their memory changed, %llu evicted), %llu copies of %.1f MiB through them, %.1f MiB "
+               "registered at most, %.3f s registering\n",
+            e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.copies,
+            e->reg.bytes / 1048576.0, e->reg.peak_bytes / 1048576.0, e->reg.register_seconds);
     if (pl->hits + pl->misses)
         pf_put(o, "pinfast: pinned pool: %llu hits, %llu misses, %.1f MiB idle (peak %.1f), %llu "
                "trimmed, %.3f s of allocation saved, %.3f s synchronising at free\n",

@@ -63,13 +63,15 @@ static int is_sync(int a) {
 }
 
 /* Whether a row's time inside the calls is its transfer's: a synchronous
- * copy, or one pinfast staged and finished before returning (all but an
- * asynchronous D2H under PINFAST_ASYNC_D2H).  An asynchronous pass-through
+ * copy, one through a registration (waited for), or one pinfast staged and
+ * finished before returning (all but an asynchronous D2H under
+ * PINFAST_ASYNC_D2H).  An asynchronous pass-through
  * copy returns once queued: its bytes over that time are no transfer rate. */
 int pf_has_rate(int a, int d, int p) {
     if (is_sync(a))
         return 1;
-    return p == PF_PATH_STAGED && !(d == PF_DIR_D2H && pf_options()->async_d2h);
+    return p == PF_PATH_REGISTERED ||
+           (p == PF_PATH_STAGED && !(d == PF_DIR_D2H && pf_options()->async_d2h));
 }
 
 /* A row's GB/s as printed: fmt for a number, or `none` where it has no rate. */

@@ -184,4 +184,8 @@ struct fake_array_shape { char *mem; size_t elem, row, height, depth; };
 /* The shape of a live array; INVALID_VALUE for anything else. */
 CUresult fake_array_get(CUarray a, struct fake_array_shape *out);
 
+/* The length of the first piece of [addr, addr+len) that lies wholly inside
+ * or outside the whole pages of a registration (len when none holds addr). */
+size_t fake_mem_piece(uintptr_t addr, size_t len);
+
 #endif

@@ -74,9 +74,24 @@ static CUresult copy1d(CUstream h, int pt, int sync, uintptr_t dst, int drole,
     if ((r = fake_mem_translate(src, n, srole == OPD_DEVICE, &sp, &sk)) ||
         (r = fake_mem_translate(dst, n, drole == OPD_DEVICE, &d, &dk)))
         return r;
-    struct fake_copy cp = { .dst = d, .src = sp, .width = n, .height = 1, .depth = 1,
-                            .dpitch = n, .dheight = 1, .spitch = n, .sheight = 1 };
-    return submit(s, cp, sk, dk, sync);
+    if (sk != MEM_REGISTERED && dk != MEM_REGISTERED) {
+        struct fake_copy cp = { .dst = d, .src = sp, .width = n, .height = 1, .depth = 1,
+                                .dpitch = n, .dheight = 1, .spitch = n, .sheight = 1 };
+        return submit(s, cp, sk, dk, sync);
+    }
+    /* registered memory: its whole pages from their pinned copy, the
+     * partial pages at its ends from where they are (fake_mem.c) */
+    for (size_t off = 0, k; off < n && !r; off += k) {
+        k = fake_mem_piece(src + off, n - off);
+        k = fake_mem_piece(dst + off, k);
+        if (!(r = fake_mem_translate(src + off, k, srole == OPD_DEVICE, &sp, &sk)) &&
+            !(r = fake_mem_translate(dst + off, k, drole == OPD_DEVICE, &d, &dk))) {
+            struct fake_copy cp = { .dst = d, .src = sp, .width = k, .height = 1, .depth = 1,
+                                    .dpitch = k, .dheight = 1, .spitch = k, .sheight = 1 };
+            r = submit(s, cp, sk, dk, sync);
+        }
+    }
+    return r;
 }
 
 #define U(p) ((uintptr_t)(p))

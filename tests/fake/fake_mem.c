@@ -6,7 +6,17 @@
  * GPU).  Managed memory is usable from the host like real UVM, so its address
  * is its backing.  Pinned memory (cuMemHostAlloc/cuMemAllocHost) and
  * registered ranges are ordinary host memory recorded in the table; with
- * unified addressing their device pointer is their host address.  Memory
+ * unified addressing their device pointer is their host address.  A
+ * registration pins the pages under the range, as the real one does: the
+ * whole pages inside the range are moved into a memfd, mapped shared at the
+ * same address (same contents, the program's writes stay visible) and a
+ * second time as the "physical pages" copies read and write (the partial
+ * pages at its ends, which other data may share and other threads write,
+ * are left in place and copied from where they are).  Memory the program unmaps,
+ * remaps or advises away without unregistering it first is new memory at
+ * the same address, and copies still move the old pages: stale data, as on
+ * a GPU.  (Unlike the real pages, the memfd is shared with a forked child,
+ * and MADV_DONTNEED keeps its contents.)  Memory
  * belongs to the context it was allocated in and goes with it.  Pinned
  * allocation and freeing are potentially unsafe during a capture
  * (fake_capture_prohibit).
@@ -14,14 +24,22 @@
 #define _GNU_SOURCE
 #include "fake.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 struct alloc {
     uintptr_t base;          /* address the application sees */
     size_t size;
     enum fake_mem_kind kind;
     char *host;              /* backing memory */
+    char *alias;             /* a registration: the second mapping of its whole pages */
+    uintptr_t ilo, ihi;      /* those pages (none: ilo == ihi) */
+    unsigned long alias_ino; /* the memfd behind them (0: shared memory mapped again) */
     struct fake_ctx *ctx;
     unsigned flags;
     unsigned long long id;
@@ -36,6 +54,7 @@ static struct alloc *tab;
 static size_t ntab, captab;
 static unsigned long long next_buffer_id = 1;
 static size_t device_bytes;
+static atomic_long registered_now; /* registrations held (fakecuda_registered) */
 
 #define TOTAL_MEM (80ULL << 30)
 
@@ -157,6 +176,8 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
             have += tab[j].size;
         if (len <= have) {
             *host = a->host + off;
+            if (a->kind == MEM_REGISTERED && addr >= a->ilo && addr + len <= a->ihi)
+                *host = a->alias + (addr - a->ilo);
             *kind = a->kind;
             pthread_mutex_unlock(&mem_lock);
             return CUDA_SUCCESS;
@@ -178,12 +199,18 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
     return CUDA_SUCCESS;
 }
 
+static void unpin(const struct alloc *a);
+
 void fake_mem_ctx_destroyed(struct fake_ctx *c)
 {
     pthread_mutex_lock(&mem_lock);
     for (size_t i = ntab; i-- > 0;)
         if (tab[i].ctx == c) {
-            if (tab[i].kind != MEM_REGISTERED)    /* registered memory is the application's */
+            if (tab[i].kind == MEM_REGISTERED) {  /* registered memory is the application's */
+                unpin(&tab[i]);
+                atomic_fetch_sub(&registered_now, 1);
+            }
+            else
                 free(tab[i].host);
             remove_locked((long)i);
         }
@@ -437,6 +464,128 @@ FAKE_API CUresult cuMemFreeHost(void *p)
     return CUDA_SUCCESS;
 }
 
+/* The fake's own mappings are made with system calls: the program's mmap
+ * may be a preloaded library's, which must not see the driver's work. */
+static void *sys_mmap(void *p, size_t n, int prot, int flags, int fd)
+{
+    return (void *)syscall(SYS_mmap, p, n, prot, flags, fd, 0L);
+}
+
+#define PAGE ((uintptr_t)4096)
+
+/* Copies whole pages as a device would, redzones of a sanitizer's heap
+ * included: not instrumented, and kept from becoming a memcpy call. */
+__attribute__((no_sanitize("address", "thread", "undefined"), optimize("no-tree-loop-distribute-patterns")))
+static void page_copy(void *dst, const void *src, size_t n)
+{
+    uint64_t *d = dst;
+    const uint64_t *s = src;
+    for (size_t i = 0; i < n / 8; i++)
+        d[i] = s[i];
+}
+
+/* Whether [pb, pe) lies in one shared mapping (shm, a shared file or
+ * memfd), read from /proc/self/maps. */
+static int shared_mapping(uintptr_t pb, uintptr_t pe)
+{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    char line[512], perms[8];
+    int shared = 0;
+    while (maps && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && lo <= pb && pb < hi) {
+            shared = perms[3] == 's' && pe <= hi;
+            break;
+        }
+    }
+    if (maps)
+        fclose(maps);
+    return shared;
+}
+
+/* Pins the whole pages [lo, hi): returns their second mapping (NULL when
+ * they cannot be pinned).  Shared memory is mapped again as it is; private
+ * pages move into a memfd mapped over them, *ino its inode. */
+static char *pin(uintptr_t lo, uintptr_t hi, unsigned long *ino)
+{
+    size_t n = hi - lo;
+    *ino = 0;
+    if (shared_mapping(lo, hi)) {
+        char *alias = (void *)syscall(SYS_mremap, lo, 0UL, n, MREMAP_MAYMOVE);
+        return alias == MAP_FAILED ? NULL : alias;
+    }
+    int fd = (int)syscall(SYS_memfd_create, "fakecuda-registered", 1u /* MFD_CLOEXEC */);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    char *alias = MAP_FAILED;
+    if (!ftruncate(fd, (off_t)n) && !fstat(fd, &st))
+        alias = sys_mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    if (alias != MAP_FAILED) {
+        page_copy(alias, (void *)lo, n);
+        if (sys_mmap((void *)lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
+            syscall(SYS_munmap, alias, n);
+            alias = MAP_FAILED;
+        }
+    }
+    close(fd);
+    *ino = (unsigned long)st.st_ino;
+    return alias == MAP_FAILED ? NULL : alias;
+}
+
+/* Unpins a registration: the parts of its pages still mapped to its memfd
+ * (the program may have mapped other memory there since) get private pages
+ * with the same contents, as after a real unregistration. */
+static void unpin(const struct alloc *a)
+{
+    if (a->ilo == a->ihi)
+        return;
+    FILE *maps = a->alias_ino ? fopen("/proc/self/maps", "r") : NULL;
+    char line[512];
+    while (maps && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi, ino;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3 || ino != a->alias_ino ||
+            hi <= a->ilo || lo >= a->ihi)
+            continue;
+        lo = lo < a->ilo ? a->ilo : lo;
+        hi = hi > a->ihi ? a->ihi : hi;
+        char *copy = sys_mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        if (copy == MAP_FAILED)
+            continue;
+        page_copy(copy, (void *)lo, hi - lo);
+        syscall(SYS_mremap, copy, hi - lo, hi - lo, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo);
+    }
+    if (maps)
+        fclose(maps);
+    syscall(SYS_munmap, a->alias, a->ihi - a->ilo);
+}
+
+/* Registered ranges sharing a page cannot both pin it (mem_lock held). */
+static int shares_page_locked(uintptr_t base, size_t size)
+{
+    uintptr_t pb = base & ~(PAGE - 1), pe = (base + size + PAGE - 1) & ~(PAGE - 1);
+    for (size_t i = 0; i < ntab; i++)
+        if (tab[i].kind == MEM_REGISTERED && (tab[i].base & ~(PAGE - 1)) < pe &&
+            pb < ((tab[i].base + tab[i].size + PAGE - 1) & ~(PAGE - 1)))
+            return 1;
+    return 0;
+}
+
+/* Copies of registered memory are cut where its whole pages begin and end
+ * (fake_copy.c): the length of the piece at addr that lies on one side. */
+size_t fake_mem_piece(uintptr_t addr, size_t len)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked(addr);
+    if (i >= 0 && tab[i].kind == MEM_REGISTERED && tab[i].ilo < tab[i].ihi) {
+        uintptr_t cut = addr < tab[i].ilo ? tab[i].ilo : addr < tab[i].ihi ? tab[i].ihi : 0;
+        if (cut && cut - addr < len)
+            len = cut - addr;
+    }
+    pthread_mutex_unlock(&mem_lock);
+    return len;
+}
+
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     FAKE_ENTER();
@@ -446,14 +595,25 @@ FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
         return r;
     if (!p || bytesize == 0 || (Flags & ~0xFu))
         return CUDA_ERROR_INVALID_VALUE;
-    struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED,
-                       .host = p, .ctx = c, .flags = Flags };
+    struct alloc a = { .base = (uintptr_t)p, .size = bytesize, .kind = MEM_REGISTERED, .host = p,
+                       .ctx = c, .flags = Flags, .ilo = ((uintptr_t)p + PAGE - 1) & ~(PAGE - 1),
+                       .ihi = ((uintptr_t)p + bytesize) & ~(PAGE - 1) };
+    if (a.ihi <= a.ilo)
+        a.ilo = a.ihi = 0;
     pthread_mutex_lock(&mem_lock);
-    if (overlaps_locked(a.base, a.size)) {
+    if (overlaps_locked(a.base, a.size) || shares_page_locked(a.base, a.size)) {
         pthread_mutex_unlock(&mem_lock);
         return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     }
+    if (a.ilo < a.ihi && !(a.alias = pin(a.ilo, a.ihi, &a.alias_ino))) {
+        pthread_mutex_unlock(&mem_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     int rc = insert_locked(a);
+    if (rc)
+        unpin(&a);
+    else
+        atomic_fetch_add(&registered_now, 1);
     pthread_mutex_unlock(&mem_lock);
     return rc ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
@@ -468,8 +628,17 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     struct alloc a;
-    return take_synced((uintptr_t)p, 1u << MEM_REGISTERED, 1, &a)
-           ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED : CUDA_SUCCESS;
+    if (take_synced((uintptr_t)p, 1u << MEM_REGISTERED, 1, &a))
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    unpin(&a);
+    atomic_fetch_sub(&registered_now, 1);
+    return CUDA_SUCCESS;
+}
+
+/* Test hook: registrations held now (made in the process, not undone). */
+FAKE_API long fakecuda_registered(void)
+{
+    return atomic_load(&registered_now);
 }
 
 /* look up a host pointer inside a pinned or registered range */

@@ -1,0 +1,395 @@
+/* The registration cache (register.h).  One table of watched ranges, each
+ * a page-aligned extent: a sighting (a pageable range copied, and how
+ * often), a registration (registered with the driver, copies going through
+ * it), or a range the driver refused.  One mutex guards it: it is taken by
+ * copies of at least PINFAST_REGISTER_MIN and by the hooks only when their
+ * range meets the table's bounds.  A registration is never unregistered
+ * while a copy through it runs: copies hold a reference, and a drop waits
+ * for them. */
+#include "register.h"
+#include "../base/clock.h"
+#include "../base/message.h"
+#include "../base/options.h"
+#include "../driver/capture.h"
+#include "../driver/driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* Slots in all; at most half of them registrations, so that sightings keep
+ * room.  The free() hook scans them all when a block meets the bounds. */
+#define SLOTS 256
+#define MAX_LIVE (SLOTS / 2)
+
+enum state { FREE, SEEN, REFUSED, LIVE, GONE };
+
+struct pf_reg {
+    uintptr_t base, end; /* the pages */
+    uintptr_t lo, hi;    /* the bytes copies used: what free() must meet */
+    enum state state;
+    int registered;      /* the driver holds it (LIVE or GONE) */
+    int refs;            /* copies through it under way, and its registering */
+    unsigned count;      /* sightings */
+    uint64_t last;       /* the last sighting or use (LRU) */
+    unsigned long long uses;
+    CUcontext ctx;       /* the context it was registered in */
+};
+
+static struct pf_reg slots[SLOTS];
+static int top; /* slots past this one have never been used: scans stop here */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
+static uintptr_t bound_lo = UINTPTR_MAX, bound_hi; /* of SEEN, REFUSED and LIVE extents */
+static uint64_t clock_;
+static int nlive;
+static size_t live_bytes, peak_bytes, cap_bytes;
+static int atexit_done, warned;
+static struct pf_register_stats stats;
+static uint64_t register_ticks;
+int pf_register_watch_;
+/* Set while this thread is in pinfast's own cuMemHostRegister/Unregister:
+ * what the driver maps or advises meanwhile is its own business, and the
+ * registration it works on is held by this very thread. */
+static __thread int in_driver;
+
+static uintptr_t page(void) {
+    static uintptr_t size;
+    uintptr_t s = __atomic_load_n(&size, __ATOMIC_RELAXED);
+    if (!s)
+        __atomic_store_n(&size, s = (uintptr_t)sysconf(_SC_PAGESIZE), __ATOMIC_RELAXED);
+    return s;
+}
+
+/* PINFAST_REGISTER_MAX, or: the locked-memory limit when it is finite, and
+ * a quarter of the machine's memory (lock held). */
+static size_t cap(void) {
+    if (cap_bytes)
+        return cap_bytes;
+    size_t c = pf_options()->reg_max;
+    if (!c) {
+        c = (size_t)sysconf(_SC_PHYS_PAGES) * page() / 4;
+        struct rlimit l;
+        if (!getrlimit(RLIMIT_MEMLOCK, &l) && l.rlim_cur != RLIM_INFINITY && l.rlim_cur < c)
+            c = l.rlim_cur;
+    }
+    return cap_bytes = c;
+}
+
+static int overlaps(uintptr_t a, uintptr_t b, uintptr_t lo, uintptr_t hi) { return a < hi && lo < b; }
+
+/* The bounds and the hooks' flag, after the table changed (lock held). */
+static void rebound(void) {
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < top; i++)
+        if (slots[i].state != FREE && slots[i].state != GONE) {
+            lo = slots[i].base < lo ? slots[i].base : lo;
+            hi = slots[i].end > hi ? slots[i].end : hi;
+        }
+    __atomic_store_n(&bound_lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&bound_hi, hi, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf_register_watch_, hi != 0, __ATOMIC_RELAXED);
+}
+
+/* g leaves the table: no copy finds it again (lock held). */
+static void retire_mark(struct pf_reg *g) {
+    if (g->state == LIVE) {
+        nlive--;
+        live_bytes -= g->end - g->base;
+        g->state = GONE;
+    } else {
+        g->state = FREE;
+    }
+}
+
+/* Unregisters g, once the copies through it ended (lock held; dropped
+ * meanwhile).  In its own context, relaxed: a capture on another thread
+ * must not be invalidated by it. */
+static void retire(struct pf_reg *g) {
+    while (g->refs)
+        pthread_cond_wait(&released, &lock);
+    if (g->registered) {
+        pthread_mutex_unlock(&lock);
+        uint64_t t0 = pf_ticks();
+        CUstreamCaptureMode mode = pf_capture_relax();
+        CUcontext cur = NULL;
+        int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != g->ctx &&
+                     PF_CALL(cuCtxPushCurrent_v2, g->ctx) == CUDA_SUCCESS;
+        in_driver = 1;
+        CUresult r = PF_CALL(cuMemHostUnregister, (void *)g->base);
+        in_driver = 0;
+        if (pushed)
+            PF_CALL(cuCtxPopCurrent_v2, &cur);
+        pf_capture_restore(mode);
+        if (r != CUDA_SUCCESS)
+            pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", (size_t)(g->end - g->base),
+                   (void *)g->base, (int)r);
+        pthread_mutex_lock(&lock);
+        register_ticks += pf_ticks_since(t0);
+    }
+    g->registered = 0;
+    g->state = FREE;
+}
+
+/* Drops the registrations and sightings matching `match` (lock held). */
+static void drop_where(int (*match)(const struct pf_reg *, const void *), const void *arg,
+                       unsigned long long *counter) {
+    struct pf_reg *gone[SLOTS];
+    int n = 0;
+    for (int i = 0; i < top; i++) {
+        struct pf_reg *g = &slots[i];
+        if (g->state == FREE || g->state == GONE || !match(g, arg))
+            continue;
+        if (g->state == LIVE) {
+            gone[n++] = g;
+            (*counter)++;
+        }
+        retire_mark(g);
+    }
+    rebound();
+    for (int i = 0; i < n; i++)
+        retire(gone[i]);
+}
+
+struct span { uintptr_t lo, hi; int freed; };
+
+static int meets(const struct pf_reg *g, const void *arg) {
+    const struct span *s = arg;
+    return s->freed ? overlaps(g->lo, g->hi, s->lo, s->hi) : overlaps(g->base, g->end, s->lo, s->hi);
+}
+
+void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed) {
+    if (!pf_register_watching() || in_driver || hi <= __atomic_load_n(&bound_lo, __ATOMIC_RELAXED) ||
+        lo >= __atomic_load_n(&bound_hi, __ATOMIC_RELAXED))
+        return;
+    struct span s = {lo, hi, freed};
+    /* free() may be reached from a thread being cancelled: never inside the
+     * wait, with the lock held */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+    pthread_mutex_lock(&lock);
+    drop_where(meets, &s, &stats.dropped);
+    pthread_mutex_unlock(&lock);
+    pthread_setcancelstate(cancel, NULL);
+}
+
+/* The least recently used registration no copy holds (lock held). */
+static struct pf_reg *lru_live(void) {
+    struct pf_reg *v = NULL;
+    for (int i = 0; i < top; i++)
+        if (slots[i].state == LIVE && !slots[i].refs && (!v || slots[i].last < v->last))
+            v = &slots[i];
+    return v;
+}
+
+/* A slot for a new sighting: a free one, else the least recently seen
+ * sighting (lock held). */
+static struct pf_reg *slot_for_sighting(void) {
+    struct pf_reg *v = NULL;
+    for (int i = 0; i < SLOTS; i++) {
+        if (slots[i].state == FREE) {
+            top = i + 1 > top ? i + 1 : top;
+            return &slots[i];
+        }
+        if ((slots[i].state == SEEN || slots[i].state == REFUSED) && (!v || slots[i].last < v->last))
+            v = &slots[i];
+    }
+    return v;
+}
+
+static void unregister_all_at_exit(void);
+
+/* Registers g's pages in context ctx, making room under the caps first; 1
+ * when the driver took them.  g is LIVE and held meanwhile, so that a drop waits for its
+ * end and no other copy registers it too (lock held; dropped meanwhile). */
+static int registering(struct pf_reg *g, CUcontext ctx) {
+    size_t size = g->end - g->base;
+    for (int i = 0; i < top; i++)
+        if ((slots[i].state == LIVE || slots[i].state == GONE) &&
+            overlaps(slots[i].base, slots[i].end, g->base, g->end))
+            return 0; /* a neighbour holds a shared page */
+    if (!ctx)
+        return 0;
+    *g = (struct pf_reg){.base = g->base, .end = g->end, .lo = g->lo, .hi = g->hi, .state = LIVE,
+                         .refs = 1, .count = g->count, .last = g->last, .ctx = ctx};
+    nlive++;
+    live_bytes += size;
+    struct pf_reg *v;
+    while ((nlive > MAX_LIVE || live_bytes > cap()) && g->state == LIVE && (v = lru_live())) {
+        stats.evicted++;
+        retire_mark(v);
+        retire(v);
+    }
+    CUresult r = CUDA_SUCCESS;
+    int tried = 0;
+    if (g->state == LIVE && nlive <= MAX_LIVE && live_bytes <= cap()) {
+        pthread_mutex_unlock(&lock);
+        uint64_t t0 = pf_ticks();
+        tried = 1;
+        in_driver = 1;
+        r = PF_CALL(cuMemHostRegister_v2, (void *)g->base, size, CU_MEMHOSTREGISTER_PORTABLE);
+        in_driver = 0;
+        pthread_mutex_lock(&lock);
+        register_ticks += pf_ticks_since(t0);
+        if (r == CUDA_SUCCESS) {
+            g->registered = 1;
+            stats.registered++;
+            peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
+            if (!atexit_done++)
+                atexit(unregister_all_at_exit);
+            pf_msg(PF_DEBUG, "registered %zu bytes at %p", size, (void *)g->base);
+            return 1;
+        }
+        /* the program's own registration, a file mapping, the locked-memory
+         * limit: this range is staged from now on */
+        stats.refused++;
+        pf_msg_once(warned, PF_INFO, "cuMemHostRegister of %zu bytes at %p: error %d; such ranges are staged",
+                    size, (void *)g->base, (int)r);
+    }
+    if (g->state == LIVE) { /* not dropped meanwhile: back to a sighting */
+        retire_mark(g);
+        g->state = tried ? REFUSED : SEEN;
+        rebound();
+    }
+    g->refs--;
+    pthread_cond_broadcast(&released);
+    return 0;
+}
+
+/* Whether the program's free() is pinfast's (entry/vm_entries.c), which
+ * alone sees heap blocks freed: a sanitizer's malloc, or one preloaded
+ * before pinfast, frees and reuses memory unseen, and then nothing may be
+ * registered. */
+static int frees_seen(void) {
+    static int seen = -1;
+    int s = __atomic_load_n(&seen, __ATOMIC_RELAXED);
+    if (s < 0) {
+        s = pf_real_dlsym(RTLD_DEFAULT, "free") == (void *)free;
+        if (!s)
+            pf_msg(PF_INFO, "free() is not pinfast's (a sanitizer's, or a malloc preloaded before "
+                            "it): no registrations");
+        __atomic_store_n(&seen, s, __ATOMIC_RELAXED);
+    }
+    return s;
+}
+
+struct pf_reg *pf_register_use(const void *host, size_t n) {
+    const struct pf_options *o = pf_options();
+    if (!o->reg || n < o->reg_min || !n || !frees_seen())
+        return NULL;
+    uintptr_t lo = (uintptr_t)host, hi = lo + n;
+    uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
+    struct pf_reg *held = NULL;
+    CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
+    if (PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
+        ctx = NULL;
+    pthread_mutex_lock(&lock);
+    uint64_t now = ++clock_;
+    struct pf_reg *seen = NULL;
+    for (int i = 0; i < top && !held; i++) {
+        struct pf_reg *g = &slots[i];
+        if (g->state == LIVE && g->registered && base >= g->base && end <= g->end)
+            held = g;
+        else if ((g->state == SEEN || g->state == REFUSED) && g->base == base && g->end == end)
+            seen = g;
+    }
+    if (held) {
+        held->refs++;
+    } else if (seen) {
+        seen->count++;
+    } else if ((seen = slot_for_sighting())) { /* a new range: its first sighting */
+        *seen = (struct pf_reg){.base = base, .end = end, .lo = lo, .hi = hi, .state = SEEN};
+        rebound();
+    }
+    if (seen && seen->state == SEEN && seen->count + 1 >= (unsigned)o->reg_after &&
+        end - base <= cap()) {
+        seen->lo = lo < seen->lo ? lo : seen->lo;
+        seen->hi = hi > seen->hi ? hi : seen->hi;
+        if (registering(seen, ctx))
+            held = seen;
+    }
+    if (seen)
+        seen->last = now;
+    if (held) {
+        held->last = now;
+        held->uses++;
+        held->lo = lo < held->lo ? lo : held->lo;
+        held->hi = hi > held->hi ? hi : held->hi;
+    }
+    pthread_mutex_unlock(&lock);
+    return held;
+}
+
+void pf_register_done(struct pf_reg *g, size_t bytes) {
+    pthread_mutex_lock(&lock);
+    if (bytes) {
+        stats.copies++;
+        stats.bytes += bytes;
+    }
+    if (!--g->refs)
+        pthread_cond_broadcast(&released);
+    pthread_mutex_unlock(&lock);
+}
+
+int pf_register_owns(uintptr_t p) {
+    if (!pf_register_watching())
+        return 0;
+    int owns = 0;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < top && !owns; i++)
+        owns = (slots[i].state == LIVE || slots[i].state == GONE) && slots[i].registered &&
+               p - slots[i].base < slots[i].end - slots[i].base;
+    pthread_mutex_unlock(&lock);
+    return owns;
+}
+
+static int in_context(const struct pf_reg *g, const void *ctx) { return g->state == LIVE && g->ctx == ctx; }
+
+/* The driver released them with the context: forgotten, not unregistered. */
+void pf_register_context_gone(CUcontext ctx) {
+    if (!pf_register_watching())
+        return;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < top; i++)
+        if (in_context(&slots[i], ctx))
+            slots[i].registered = 0;
+    unsigned long long forgotten = 0;
+    drop_where(in_context, ctx, &forgotten);
+    pthread_mutex_unlock(&lock);
+}
+
+/* Registrations are the process's: released before the driver's own
+ * teardown (atexit handlers run before the libraries' destructors), and no
+ * new one is made past this point. */
+static void unregister_all_at_exit(void) {
+    struct span all = {0, UINTPTR_MAX, 0};
+    unsigned long long undone = 0;
+    pthread_mutex_lock(&lock);
+    cap_bytes = 1; /* nothing fits any more */
+    drop_where(meets, &all, &undone);
+    pthread_mutex_unlock(&lock);
+}
+
+void pf_register_forked(void) {
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&released, NULL);
+    for (int i = 0; i < SLOTS; i++)
+        slots[i] = (struct pf_reg){.state = FREE};
+    nlive = top = 0;
+    live_bytes = peak_bytes = 0;
+    stats = (struct pf_register_stats){0};
+    register_ticks = 0;
+    rebound();
+}
+
+void pf_register_stats(struct pf_register_stats *out) {
+    pthread_mutex_lock(&lock);
+    *out = stats;
+    out->live = (unsigned long long)nlive;
+    out->live_bytes = live_bytes;
+    out->peak_bytes = peak_bytes;
+    out->register_seconds = (double)pf_ticks_to_ns(register_ticks) * 1e-9;
+    pthread_mutex_unlock(&lock);
+}

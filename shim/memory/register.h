@@ -1,0 +1,52 @@
+/* The registration cache: pageable ranges copied again and again are
+ * registered with the driver (cuMemHostRegister, portable) once they have
+ * shown reuse, and copied directly from then on; every registration is
+ * dropped before its memory can change owner (entry/vm_entries.c calls
+ * pf_register_drop from the program's free, munmap, madvise, ...).  See
+ * docs/design.md, "The registration cache". */
+#ifndef PINFAST_REGISTER_H
+#define PINFAST_REGISTER_H
+
+#include "../base/types.h"
+#include "../driver/cuda_api.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pf_reg;
+
+/* A copy of n bytes at host (pageable, at least PINFAST_REGISTER_MIN; no
+ * capture under way, the caller in the relaxed capture mode): the
+ * registration that holds it, held until pf_register_done, or NULL (the copy
+ * is staged).  Counts the sighting and registers the range in the current
+ * context when this one is its PINFAST_REGISTER_AFTER-th. */
+struct pf_reg *pf_register_use(const void *host, size_t n);
+/* The copy through g ended, having moved `bytes` (0: not made). */
+void pf_register_done(struct pf_reg *g, size_t bytes);
+
+/* Something watched (a registration or a sighting): the hooks' fast path. */
+extern int pf_register_watch_;
+static inline int pf_register_watching(void) {
+    return __atomic_load_n(&pf_register_watch_, __ATOMIC_RELAXED) != 0;
+}
+
+/* [lo, hi) is about to change owner: every registration over it is
+ * unregistered (after the copies through it end) and every sighting
+ * forgotten before this returns.  freed: [lo, hi) is a heap block being
+ * freed, which may share its first and last page with live blocks: only
+ * registrations holding bytes copies used inside it go. */
+void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed);
+
+/* 1 when p lies in a registration of pinfast's: still pageable memory to
+ * the program (classify.c). */
+int pf_register_owns(uintptr_t p);
+
+/* The context was destroyed: its registrations went with it. */
+void pf_register_context_gone(CUcontext ctx);
+/* In a forked child: nothing is registered (the parent's calls are not the
+ * child's to undo). */
+void pf_register_forked(void);
+
+void pf_register_stats(struct pf_register_stats *out);
+
+#endif

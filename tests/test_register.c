@@ -1,0 +1,469 @@
+/* test_register: the registration cache (shim/memory/register.c) tries to
+ * break it.  A range copied three times is registered (the fake counts
+ * registrations: fakecuda_registered); then its memory changes owner (free,
+ * munmap, mremap, madvise, brk, realloc, shmdt, mmap over it) and new memory
+ * with new random bytes takes its address: a copy from it and into it must
+ * see the new memory.  The fake pins registered pages truly (fake_mem.c): a
+ * registration dropped late copies the old pages, and fails these checks;
+ * each case also checks that no registration outlived the call.  Besides:
+ * the program's own registrations get the driver's answers, asynchronous
+ * copies through a registration keep the pageable copies' host semantics,
+ * threads copy and free at once, a forked child and exit() leave nothing
+ * registered.  Runs plain (the same expectations) and under pinfast. */
+#define _GNU_SOURCE
+#include "t.h"
+#include "spawn.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MiB ((size_t)1 << 20)
+#define N (4 * MiB)
+#define PAGE ((size_t)4096)
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* A sanitizer's malloc comes before pinfast in the preload list: its free
+ * and realloc never reach pinfast's, and pinfast then registers nothing
+ * (docs/design.md); the cases still check the bytes and the hooks. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define OWN_MALLOC 0
+#else
+#define OWN_MALLOC 1
+#endif
+
+static CUstream stream;
+static CUdeviceptr dev;
+static unsigned char *pinned;
+
+static long registered(void)
+{
+    static long (*fn)(void);
+    if (!fn)
+        *(void **)&fn = dlsym(drv_libcuda(), "fakecuda_registered");
+    assert_non_null(fn);
+    return fn();
+}
+
+static int setup(void **state)
+{
+    CUstream other;
+    if (t_setup_streams(state, &stream, &other) || D.MemAlloc(&dev, 4 * N) ||
+        D.MemHostAlloc((void **)&pinned, 4 * N, 0))
+        return -1;
+    return 0;
+}
+
+/* An H2D from r and a D2H into it, each checked through pinned memory. */
+static void round_trip(unsigned char *r, size_t n, const char *what)
+{
+    uint64_t a = t_rand(), b = t_rand();
+    t_fill(r, n, a);
+    CK(D.MemcpyHtoD(dev, r, n));
+    t_poison(pinned, n);
+    CK(D.MemcpyDtoH(pinned, dev, n));
+    t_expect_fill(pinned, n, a, what);
+    t_fill(pinned, n, b);
+    CK(D.MemcpyHtoD(dev, pinned, n));
+    t_poison(r, n);
+    CK(D.MemcpyDtoH(r, dev, n));
+    t_expect_fill(r, n, b, what);
+}
+
+/* Three round trips: under pinfast, r is registered now. */
+static void make_registered(unsigned char *r, size_t n)
+{
+    for (int i = 0; i < 3; i++)
+        round_trip(r, n, "a range copied again and again");
+    if (t_pinfast() && OWN_MALLOC && registered() < 1)
+        fail_msg("a range copied three times was not registered");
+}
+
+/* Right after the call that gave r's memory away: nothing registered. */
+static void expect_dropped(const char *call, int own_malloc)
+{
+    long n = registered();
+    if (t_pinfast() && own_malloc && n)
+        fail_msg("%s: %ld registration(s) outlived it", call, n);
+}
+
+static unsigned char *map(void *at, size_t n)
+{
+    void *p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0),
+                   -1, 0);
+    assert_true(p != MAP_FAILED);
+    if (at)
+        assert_ptr_equal(p, at);
+    return p;
+}
+
+/* ---- memory changing owner, then new memory at the same address ------------------ */
+static void test_free_mmapped(void **s)
+{
+    (void)s;
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    for (int round = 0; round < 3; round++) {
+        size_t n = t_rand_range(2 * MiB, N) | 1; /* not a whole number of pages */
+        unsigned char *r = malloc(n);
+        assert_non_null(r);
+        make_registered(r, n);
+        free(r);
+        expect_dropped("free", OWN_MALLOC);
+        unsigned char *q = malloc(n); /* most often at the same address */
+        assert_non_null(q);
+        round_trip(q, n, "new memory after free");
+        free(q);
+    }
+}
+
+/* A block of the heap: freed into the top, which glibc trims and grows
+ * again with no exported call. */
+static void test_free_heap(void **s)
+{
+    (void)s;
+    mallopt(M_MMAP_THRESHOLD, 64 * MiB);
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    for (int round = 0; round < 3; round++) {
+        unsigned char *r = malloc(N);
+        assert_non_null(r);
+        make_registered(r, N);
+        free(r);
+        expect_dropped("free (heap)", OWN_MALLOC);
+        unsigned char *q = malloc(N);
+        assert_non_null(q);
+        round_trip(q, N, "new heap memory after free");
+        free(q);
+    }
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+}
+
+static void test_reallocate(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    uint64_t salt = t_rand();
+    t_fill(r, N, salt);
+    unsigned char *q = realloc(r, 3 * N);
+    assert_non_null(q);
+    expect_dropped("realloc", OWN_MALLOC);
+    t_expect_fill(q, N, salt, "realloc kept the contents");
+    unsigned char *o = malloc(N); /* may take the old address */
+    round_trip(o, N, "new memory after realloc");
+    round_trip(q, 3 * N, "the reallocated block");
+    free(o);
+    free(q);
+}
+
+static void test_munmap(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, N);
+    make_registered(r, N);
+    assert_int_equal(munmap(r, N), 0);
+    expect_dropped("munmap", 1);
+    r = map(r, N);
+    round_trip(r, N, "new memory after munmap");
+    munmap(r, N);
+}
+
+static void test_mremap(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, N), *to = map(NULL, N);
+    make_registered(r, N);
+    uint64_t salt = t_rand();
+    t_fill(r, N, salt);
+    assert_ptr_equal(mremap(r, N, N, MREMAP_MAYMOVE | MREMAP_FIXED, to), to);
+    expect_dropped("mremap", 1);
+    t_expect_fill(to, N, salt, "the moved pages");
+    r = map(r, N);
+    round_trip(r, N, "new memory after mremap");
+    round_trip(to, N, "the moved pages");
+    munmap(r, N);
+    munmap(to, N);
+}
+
+static void test_madvise(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, N);
+    make_registered(r, N);
+    assert_int_equal(madvise(r, N, MADV_DONTNEED), 0);
+    expect_dropped("madvise(MADV_DONTNEED)", 1);
+    for (size_t i = 0; i < N; i += PAGE)
+        if (r[i])
+            fail_msg("anonymous memory after MADV_DONTNEED reads %d at %zu, not 0", r[i], i);
+    round_trip(r, N, "memory after MADV_DONTNEED");
+    munmap(r, N);
+}
+
+static void test_mmap_fixed(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, N);
+    make_registered(r, N);
+    assert_ptr_equal(mmap(r, N, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), r);
+    expect_dropped("mmap(MAP_FIXED)", 1);
+    round_trip(r, N, "new memory mapped over it");
+    munmap(r, N);
+}
+
+static void test_shmdt(void **s)
+{
+    (void)s;
+    int id = shmget(IPC_PRIVATE, N, IPC_CREAT | 0600);
+    assert_true(id >= 0);
+    unsigned char *r = shmat(id, NULL, 0);
+    assert_true(r != (void *)-1);
+    shmctl(id, IPC_RMID, NULL);
+    make_registered(r, N);
+    assert_int_equal(shmdt(r), 0);
+    expect_dropped("shmdt", 1);
+    id = shmget(IPC_PRIVATE, N, IPC_CREAT | 0600);
+    assert_true(id >= 0);
+    assert_ptr_equal(shmat(id, r, 0), r);
+    shmctl(id, IPC_RMID, NULL);
+    round_trip(r, N, "a new segment at the same address");
+    shmdt(r);
+}
+
+/* The heap's top given back with sbrk and taken again: zeros, then new data. */
+static void test_brk(void **s)
+{
+    (void)s;
+    /* room at the heap's top, so that malloc does not move the break meanwhile */
+    mallopt(M_TOP_PAD, 64 * MiB);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    free(malloc(1));
+    size_t grow = N + 2 * PAGE;
+    char *old = sbrk((intptr_t)grow);
+    assert_true(old != (void *)-1);
+    unsigned char *r = (unsigned char *)(((uintptr_t)old + PAGE - 1) & ~(PAGE - 1));
+    make_registered(r, N);
+    assert_ptr_equal(sbrk(-(intptr_t)grow), old + grow);
+    expect_dropped("sbrk (negative)", 1);
+    assert_ptr_equal(sbrk((intptr_t)grow), old);
+    for (size_t i = 0; i < N; i += PAGE)
+        if (r[i])
+            fail_msg("the break's new pages read %d at %zu, not 0", r[i], i);
+    round_trip(r, N, "the heap's top taken again");
+    assert_ptr_equal(sbrk(-(intptr_t)grow), old + grow);
+    mallopt(M_TOP_PAD, 128 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
+
+/* ---- the program's own registrations ---------------------------------------------- */
+static void test_own_registrations(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, N);
+    make_registered(r, N);
+    /* inside pinfast's registration: the driver's answer without pinfast */
+    CK(D.MemHostRegister(r + PAGE, 2 * PAGE, 0));
+    round_trip(r, N, "a range the program registered a part of");
+    round_trip(r, N, "a range the program registered a part of");
+    CK(D.MemHostUnregister(r + PAGE));
+    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    munmap(r, N);
+    /* pinfast's registration is not the program's to undo */
+    r = map(NULL, N);
+    make_registered(r, N);
+    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    round_trip(r, N, "after an unregistration the driver refused");
+    /* the whole range, registered by the program over pinfast's */
+    make_registered(r, N);
+    CK(D.MemHostRegister(r, N, CU_MEMHOSTREGISTER_PORTABLE));
+    unsigned flags = 0;
+    CK(D.MemHostGetFlags(&flags, r));
+    assert_int_equal(flags, CU_MEMHOSTREGISTER_PORTABLE);
+    round_trip(r, N, "the program's registration");
+    CK(D.MemHostUnregister(r));
+    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    munmap(r, N);
+    expect_dropped("munmap", 1);
+}
+
+/* ---- the pageable copies' host semantics through a registration ------------------- */
+static void test_async(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    for (int round = 0; round < 4; round++) {
+        /* an H2D has read its source when it returns */
+        uint64_t a = t_rand();
+        t_fill(r, N, a);
+        CK(D.MemcpyHtoDAsync(dev, r, N, stream));
+        t_fill(r, N, t_rand());
+        CK(D.StreamSynchronize(stream));
+        t_poison(pinned, N);
+        CK(D.MemcpyDtoH(pinned, dev, N));
+        t_expect_fill(pinned, N, a, "the source of an asynchronous H2D, overwritten once it returned");
+        /* a D2H has landed when it returns */
+        uint64_t b = t_rand();
+        t_fill(pinned, N, b);
+        CK(D.MemcpyHtoD(dev, pinned, N));
+        t_poison(r, N);
+        CK(D.MemcpyDtoHAsync(r, dev, N, stream));
+        t_expect_fill(r, N, b, "the destination of an asynchronous D2H, read once it returned");
+    }
+    free(r);
+}
+
+/* ---- threads copying and freeing at once ------------------------------------------ */
+#define THREADS 4
+struct worker {
+    CUdeviceptr dev;
+    unsigned char *pinned;
+    uint64_t salt;
+    int failed;
+};
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    t_bind_ctx();
+    for (int it = 0; it < 12 && !w->failed; it++) {
+        size_t n = MiB + (size_t)((w->salt + (uint64_t)it * 7919) % MiB);
+        unsigned char *r = malloc(n);
+        for (int k = 0; k < 3 && r && !w->failed; k++) {
+            size_t bad;
+            uint64_t a = w->salt * 1000 + (uint64_t)(it * 3 + k);
+            t_fill(r, n, a);
+            memset(w->pinned, 0xA5, n);
+            w->failed |= D.MemcpyHtoD(w->dev, r, n) || D.MemcpyDtoH(w->pinned, w->dev, n) ||
+                         !t_check_fill(w->pinned, n, a, &bad);
+            t_fill(w->pinned, n, a + 1);
+            memset(r, 0x5A, n);
+            w->failed |= D.MemcpyHtoD(w->dev, w->pinned, n) || D.MemcpyDtoH(r, w->dev, n) ||
+                         !t_check_fill(r, n, a + 1, &bad);
+        }
+        free(r);
+    }
+    return NULL;
+}
+
+static void test_threads(void **s)
+{
+    (void)s;
+    struct worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.salt = t_rand()};
+        CK(D.MemAlloc(&w[i].dev, 2 * MiB));
+        CK(D.MemHostAlloc((void **)&w[i].pinned, 2 * MiB, 0));
+        assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (w[i].failed)
+            fail_msg("thread %d: a copy failed or moved the wrong bytes", i);
+        CK(D.MemFree(w[i].dev));
+        CK(D.MemFreeHost(w[i].pinned));
+    }
+    expect_dropped("every block freed", OWN_MALLOC);
+}
+
+/* ---- fork and exit ------------------------------------------------------------------ */
+static void test_fork(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    uint64_t salt = t_rand();
+    t_fill(r, N, salt);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (!pid) {
+        size_t bad;
+        if (t_pinfast() && registered())
+            _exit(41); /* the child inherited a registration */
+        if (!t_check_fill(r, N, salt, &bad))
+            _exit(42);
+        memset(r, 0x77, N); /* the child's own copy */
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_dropped("fork (in the parent)", 1);
+    t_expect_fill(r, N, salt, "the parent's memory after the child wrote its own");
+    CK(D.MemcpyHtoD(dev, r, N));
+    t_poison(pinned, N);
+    CK(D.MemcpyDtoH(pinned, dev, N));
+    t_expect_fill(pinned, N, salt, "the parent's H2D after fork");
+    make_registered(r, N);
+    free(r);
+}
+
+/* The child of test_exit: registers a range, then exits; its first atexit
+ * handler (run last) checks that nothing is registered any more. */
+static void at_exit_check(void)
+{
+    if (registered())
+        _exit(43);
+}
+
+static int exit_child(void)
+{
+    atexit(at_exit_check);
+    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX))
+        return 44;
+    CUdeviceptr d;
+    unsigned char *h = malloc(N), *o = malloc(N);
+    if (!h || !o || D.MemAlloc(&d, N))
+        return 45;
+    for (int i = 0; i < 3; i++)
+        if (t_round_trip(h, o, d, N))
+            return 46;
+    if (t_pinfast() && OWN_MALLOC && !registered())
+        return 47;
+    exit(0);
+}
+
+static void test_exit(void **s)
+{
+    (void)s;
+    char *argv[] = {"test_register", "--exit-child", NULL};
+    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", NULL};
+    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--exit-child"))
+        return exit_child();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_free_mmapped),
+        cmocka_unit_test(test_free_heap),
+        cmocka_unit_test(test_reallocate),
+        cmocka_unit_test(test_munmap),
+        cmocka_unit_test(test_mremap),
+        cmocka_unit_test(test_madvise),
+        cmocka_unit_test(test_mmap_fixed),
+        cmocka_unit_test(test_shmdt),
+        cmocka_unit_test(test_brk),
+        cmocka_unit_test(test_own_registrations),
+        cmocka_unit_test(test_async),
+        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_exit),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
