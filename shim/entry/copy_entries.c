@@ -205,41 +205,34 @@ static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
 }
-#define SHAPED_2D(family, ptds, as, p, st, call)                               \
-    do {                                                                       \
-        if (!pf_enter() || !(p))                                               \
-            return call;                                                       \
-        pf_pending_wait(NULL, (size_t)-1);                                     \
-        SHAPED_STAGE(family, bytes_2d(p), SHAPE_ROUTE(p), st, ptds, as,       \
-                     pf_shape_2d(p, rt_, &x_, &s_), call);                     \
-    } while (0)
 static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
 }
-#define SHAPED_3D(family, ptds, as, p, st, call)                               \
+/* A 2D or 3D copy (dims 2 or 3) up to the driver's call. */
+#define SHAPED(dims, family, ptds, as, p, st, call)                            \
     do {                                                                       \
         if (!pf_enter() || !(p))                                               \
             return call;                                                       \
         pf_pending_wait(NULL, (size_t)-1);                                     \
-        SHAPED_STAGE(family, bytes_3d(p), SHAPE_ROUTE(p), st, ptds, as,       \
-                     pf_shape_3d(p, rt_, &x_, &s_), call);                     \
+        SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, \
+                     pf_shape_##dims##d(p, rt_, &x_, &s_), call);              \
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
-        SHAPED_2D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
+        SHAPED(2, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M2D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) {                  \
-        SHAPED_2D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
+        SHAPED(2, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 #define WRAP_M3D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
-        SHAPED_3D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
+        SHAPED(3, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
-        SHAPED_3D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
+        SHAPED(3, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 
 /* Host <-> array copies: the host side is classified, the array is device
