@@ -174,7 +174,8 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
     case CU_MEMORYTYPE_ARRAY: {
         struct fake_array_shape a;
-        if (fake_array_get(arr, &a) || x % a.elem || W % a.elem || x > a.row || W > a.row - x ||
+        /* x in whole elements; the width need not be (H100, driver 580) */
+        if (fake_array_get(arr, &a) || x % a.elem || x > a.row || W > a.row - x ||
             y > a.height || H > a.height - y || z > a.depth || D > a.depth - z)
             return CUDA_ERROR_INVALID_VALUE;
         *pitch = a.row;
@@ -188,7 +189,7 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     /* a 3D copy's rows must lie within each side's height, one slice or
      * several (H100, driver 580: y 1 + 32 rows in a height of 32 refused,
      * at depth 1 and 8); a 2D copy has no height */
-    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
+    if (base == 0 || (*pitch < W && (!in3d || H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t start, span, end;
     /* extents that overflow the address space */
@@ -217,8 +218,10 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, int
     if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
         return CUDA_SUCCESS;
     size_t W = c->WidthInBytes, H = c->Height, D = c->Depth;
-    size_t sp = c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
-    size_t dp = c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
+    /* one row of a 3D copy needs no pitch; a 2D copy's pitch under its
+     * width is refused even for one row (H100, driver 580) */
+    size_t sp = in3d && c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
+    size_t dp = in3d && c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
     size_t sh = D == 1 && c->srcHeight < H ? H : c->srcHeight;
     size_t dh = D == 1 && c->dstHeight < H ? H : c->dstHeight;
     char *src, *dst;
