@@ -48,6 +48,7 @@ WORKLOADS = [
     Workload("small_shared", "cuda", ("--count", "500", "--reps", "3"), est_s=4, est_quick_s=1.5),
     Workload("readback", "cuda", ("--bytes", "128M"), est_s=8, est_quick_s=2),
     Workload("image2d", "cuda", ("--frames", "4", "--reps", "3"), est_s=6, est_quick_s=2),
+    Workload("volume3d", "cuda", ("--volumes", "2", "--reps", "3"), est_s=6, est_quick_s=2),
     Workload("compute", "cuda", ("--launches", "50"), has_pinned=False, est_s=3, est_quick_s=1.5),
     Workload("bidir", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),
     Workload("bidir_ptds", "cuda", _BIDIR_QUICK, est_s=5, est_quick_s=2),
@@ -55,6 +56,8 @@ WORKLOADS = [
     Workload("multigpu_procs", "cuda", _MULTIGPU_QUICK + ("--procs",), ("--procs",), est_s=15,
              est_quick_s=5, target="multigpu"),
     Workload("torch_copy", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
+    Workload("torch_expandable", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
+    Workload("tensor_batch", "py", ("--count", "256", "--reps", "3"), est_s=10, est_quick_s=6),
     Workload("torch_train", "py", ("--samples", "512", "--epochs", "2"), est_s=20, est_quick_s=10),
     Workload("cupy_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=5),
 ]

@@ -11,24 +11,24 @@ except ImportError:
     skip("torch_copy", "no torch")
 
 
-def main():
+def main(name="torch_copy"):
     a = copy_args()
     if not torch.cuda.is_available():
-        skip("torch_copy", "torch has no CUDA device")
+        skip(name, "torch has no CUDA device")
 
     torch.manual_seed(1234)
     x = torch.randint(0, 256, (a.bytes,), dtype=torch.uint8)
     if a.pinned:
         x = x.pin_memory()
     sync = torch.cuda.synchronize
-    rep = Report("torch_copy", a.pinned, {"bytes": a.bytes, "reps": a.reps, "torch": torch.__version__})
+    rep = Report(name, a.pinned, {"bytes": a.bytes, "reps": a.reps, "torch": torch.__version__})
 
     y = rep.time_copy("to_cuda", "H2D", a.bytes, a.reps, lambda: x.to("cuda"), sync)
     # Check on the device: a sum and a strided sample (the sample's own copy
     # is tiny and goes through the same path as everything else).
     if y.sum(dtype=torch.int64).item() != x.sum(dtype=torch.int64).item() or \
             not torch.equal(y[::4099].cpu(), x[::4099]):
-        mismatch("torch_copy: x.to('cuda') differs from x")
+        mismatch(name + ": x.to('cuda') differs from x")
 
     if a.pinned:
         out = torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
@@ -36,7 +36,7 @@ def main():
     else:
         z = rep.time_copy("cpu", "D2H", a.bytes, a.reps, lambda: y.cpu(), sync)
     if not torch.equal(z, x):
-        mismatch("torch_copy: y.cpu() differs from x")
+        mismatch(name + ": y.cpu() differs from x")
     rep.print()
 
 

@@ -13,8 +13,8 @@ static inline uint64_t pf_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* CPU time of the calling thread, ns: a system call on Linux (~0.1-0.5 us),
- * for figures taken around work that long only. */
+/* CPU time of the calling thread, ns: a system call on Linux, for figures
+ * taken around work that costs far more (a staged copy). */
 static inline uint64_t pf_thread_cpu_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);

@@ -8,8 +8,7 @@
 
 /* Mappings a device range may be made of (cuMemCreate + cuMemMap:
  * PyTorch's expandable segments map 2 or 20 MiB at a time).  A step is four
- * driver calls (~0.5 us) against at least 2 MiB (the mapping granularity)
- * of copy, ~40 us: the walk costs ~1% of the copy it lets through. */
+ * driver calls against at least 2 MiB (the mapping granularity) of copy. */
 #define MAX_MAPPINGS 1024
 
 /* A mapping of cuMemMap: the driver's copies run on from one into the next,

@@ -32,13 +32,22 @@ static inline struct pf_route pf_route_of(enum pf_mem src, enum pf_mem dst) {
     return r;
 }
 
+/* Pageable memory against device memory (or an array), staging on, and n
+ * bytes from PINFAST_MIN_SIZE on: worth staging, the cheap checks said. */
+static inline int pf_route_stages(struct pf_route r, size_t n) {
+    const struct pf_options *o = pf_options();
+    return r.host == PF_MEM_PAGEABLE && o->stage && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) &&
+           n >= o->min_size;
+}
+
 /* A linear copy of n bytes; dk and sk are the kinds the API fixes, or
  * PF_MEM_OPEN; async: the *Async form.  Inlined into each wrapper, where
  * they are constants: the cheap checks only, so that a small copy pays for
  * nothing more on its way to the driver.  Pageable memory and device
  * memory: from PINFAST_MIN_SIZE on the copy is staged; below it an
- * asynchronous H2D, which the driver would make wait for its stream, is
- * bounced (engine/bounce.c) if it fits the area; the rest passes through. */
+ * asynchronous H2D, which the driver makes wait for its stream once its
+ * own staging memory (~2 MiB) is in use, is bounced (engine/bounce.c) if
+ * it fits the area; the rest passes through. */
 static inline __attribute__((always_inline)) struct pf_route
 pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_mem sk, int async) {
     if (sk == PF_MEM_OPEN)
@@ -47,9 +56,9 @@ pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_
         dk = pf_classify(dst);
     struct pf_route r = pf_route_of(sk, dk);
     const struct pf_options *o = pf_options();
-    int pageable = r.host == PF_MEM_PAGEABLE && o->stage;
-    r.stage = pageable && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) && n >= o->min_size;
-    r.bounce = pageable && async && r.dir == PF_DIR_H2D && n && n < o->min_size && n <= o->bounce;
+    r.stage = pf_route_stages(r, n);
+    r.bounce = r.host == PF_MEM_PAGEABLE && o->stage && async && r.dir == PF_DIR_H2D && n &&
+               n < o->min_size && n <= o->bounce;
     /* a decision to stage or bounce must not rest on a region-wide cached answer */
     if ((r.stage || r.bounce) &&
         pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)

@@ -35,7 +35,7 @@ struct extent {
  * answers it). */
 static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t *span) {
     size_t end;
-    if (!s->ptr || ((e.h > 1 || e.d > 1) && (s->pitch < e.width || s->pitch > MAX_PITCH)) ||
+    if (!s->ptr || s->pitch < e.width || s->pitch > MAX_PITCH ||
         s->height < e.h || s->y > s->height - e.h)
         return 0;
     return !__builtin_mul_overflow(s->z, s->height, first) && !__builtin_add_overflow(*first, s->y, first) &&

@@ -75,6 +75,17 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     return stage(c, noted, &x);
 }
 
+/* A wrapper's end: the driver's own `call` unless the engine took the copy
+ * (`taken`, which fills c_ and noted_), then the observers. */
+#define FINISH(taken, n, call)                                                 \
+    if (!(taken)) {                                                            \
+        noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);             \
+        c_.result = call;                                                      \
+        pf_nvtx_pop(noted_);                                                   \
+    }                                                                          \
+    pf_observe_copy(&c_);                                                      \
+    return (CUresult)c_.result
+
 /* The body of a linear copy's wrapper; `call` is the driver's own. */
 #define LINEAR(family, ptds, async, d, s, n, st, dk, sk, call)                 \
     do {                                                                       \
@@ -82,14 +93,8 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
             return call;                                                       \
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
-        if (!linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), \
-                    (uintptr_t)(s), n, st, dk, sk)) {                          \
-            noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);         \
-            c_.result = call;                                                  \
-            pf_nvtx_pop(noted_);                                               \
-        }                                                                      \
-        pf_observe_copy(&c_);                                                  \
-        return (CUresult)c_.result;                                            \
+        FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), \
+                      (uintptr_t)(s), n, st, dk, sk), n, call);                \
     } while (0)
 
 #define WRAP_LINEAR_ANY(family, ptds, sym)                                     \
@@ -162,13 +167,6 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     pf_route_of(pf_route_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice), \
                 pf_route_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice))
 
-/* Whether a copy routed rt of n bytes is worth a closer look (engine/shape.h
- * decides). */
-static inline int stageable(struct pf_route rt, size_t n) {
-    return rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
-           pf_options()->stage && n >= pf_options()->min_size;
-}
-
 /* A pitched or array copy: like linear(), with the transfer shape.h made
  * of it (NULL: none, it passes through). */
 static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size_t n, struct pf_route rt,
@@ -190,14 +188,8 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as}; \
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
-        int ok_ = stageable(rt_, n) && (xfer);                                 \
-        if (!shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL)) { \
-            noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);         \
-            c_.result = call;                                                  \
-            pf_nvtx_pop(noted_);                                               \
-        }                                                                      \
-        pf_observe_copy(&c_);                                                  \
-        return (CUresult)c_.result;                                            \
+        int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */                                 \
+        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, call); \
     } while (0)
 
 /* 2D and 3D: the bytes the report counts (overflowing extents: the driver
@@ -206,41 +198,34 @@ static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
 }
-#define SHAPED_2D(family, ptds, as, p, st, call)                               \
-    do {                                                                       \
-        if (!pf_enter() || !(p))                                               \
-            return call;                                                       \
-        pf_pending_wait(NULL, (size_t)-1);                                     \
-        SHAPED_STAGE(family, bytes_2d(p), SHAPE_ROUTE(p), st, ptds, as,       \
-                     pf_shape_2d(p, rt_, &x_, &s_), call);                     \
-    } while (0)
 static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
 }
-#define SHAPED_3D(family, ptds, as, p, st, call)                               \
+/* A 2D or 3D copy (dims 2 or 3) up to the driver's call. */
+#define SHAPED(dims, family, ptds, as, p, st, call)                            \
     do {                                                                       \
         if (!pf_enter() || !(p))                                               \
             return call;                                                       \
         pf_pending_wait(NULL, (size_t)-1);                                     \
-        SHAPED_STAGE(family, bytes_3d(p), SHAPE_ROUTE(p), st, ptds, as,       \
-                     pf_shape_3d(p, rt_, &x_, &s_), call);                     \
+        SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, \
+                     pf_shape_##dims##d(p, rt_, &x_, &s_), call);              \
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
-        SHAPED_2D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
+        SHAPED(2, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M2D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) {                  \
-        SHAPED_2D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
+        SHAPED(2, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 #define WRAP_M3D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
-        SHAPED_3D(family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
+        SHAPED(3, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
     }
 #define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
     PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
-        SHAPED_3D(family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
+        SHAPED(3, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
     }
 
 /* Host <-> array copies: the host side is classified, the array is device

@@ -175,12 +175,16 @@ FAKE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCon
 }
 
 /* ---- 2-D and 3-D copies ------------------------------------------------------------- */
+/* The entry point a copy came through: their checks differ. */
+enum shape_api { API_2D, API_2D_UNALIGNED, API_3D };
+
 /* Resolve one side of a 2D/3D copy to a host address of its first byte;
  * *pitch and *height are the side's (an array's own for an array). */
 static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
                         size_t x, size_t y, size_t z, size_t *pitch, size_t *height,
-                        size_t W, size_t H, size_t D, int in3d, char **out, enum fake_mem_kind *kind)
+                        size_t W, size_t H, size_t D, enum shape_api api, char **out, enum fake_mem_kind *kind)
 {
+    int in3d = api == API_3D;
     uintptr_t base;
     int need_alloc;
     switch (t) {
@@ -189,7 +193,9 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
     case CU_MEMORYTYPE_ARRAY: {
         struct fake_array_shape a;
-        if (fake_array_get(arr, &a) || x % a.elem || W % a.elem || x > a.row || W > a.row - x ||
+        /* x in whole elements, but for cuMemcpy2DUnaligned; the width need
+         * not be (H100, driver 580) */
+        if (fake_array_get(arr, &a) || (api != API_2D_UNALIGNED && x % a.elem) || x > a.row || W > a.row - x ||
             y > a.height || H > a.height - y || z > a.depth || D > a.depth - z)
             return CUDA_ERROR_INVALID_VALUE;
         *pitch = a.row;
@@ -203,7 +209,7 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     /* a 3D copy's rows must lie within each side's height, one slice or
      * several (H100, driver 580: y 1 + 32 rows in a height of 32 refused,
      * at depth 1 and 8); a 2D copy has no height */
-    if (base == 0 || (*pitch < W && (H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
+    if (base == 0 || (*pitch < W && (!in3d || H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t start, span, end;
     /* extents that overflow the address space */
@@ -219,8 +225,9 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     return r;
 }
 
-static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, int in3d)
+static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, enum shape_api api)
 {
+    int in3d = api == API_3D;
     struct fake_stream *s;
     CUresult r = fake_stream_get(h, pt, &s);
     if (r)
@@ -232,23 +239,25 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, int
     if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
         return CUDA_SUCCESS;
     size_t W = c->WidthInBytes, H = c->Height, D = c->Depth;
-    size_t sp = c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
-    size_t dp = c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
+    /* one row of a 3D copy needs no pitch; a 2D copy's pitch under its
+     * width is refused even for one row (H100, driver 580) */
+    size_t sp = in3d && c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
+    size_t dp = in3d && c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
     size_t sh = D == 1 && c->srcHeight < H ? H : c->srcHeight;
     size_t dh = D == 1 && c->dstHeight < H ? H : c->dstHeight;
     char *src, *dst;
     enum fake_mem_kind sk, dk;
     if ((r = operand(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,
-                     c->srcY, c->srcZ, &sp, &sh, W, H, D, in3d, &src, &sk)) ||
+                     c->srcY, c->srcZ, &sp, &sh, W, H, D, api, &src, &sk)) ||
         (r = operand(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes,
-                     c->dstY, c->dstZ, &dp, &dh, W, H, D, in3d, &dst, &dk)))
+                     c->dstY, c->dstZ, &dp, &dh, W, H, D, api, &dst, &dk)))
         return r;
     struct fake_copy cp = { .dst = dst, .src = src, .width = W, .height = H, .depth = D,
                             .dpitch = dp, .dheight = dh, .spitch = sp, .sheight = sh };
     return submit(s, cp, sk, dk, sync);
 }
 
-static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync)
+static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync, enum shape_api api)
 {
     if (!c) {
         struct fake_stream *s;
@@ -264,19 +273,19 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync)
         .dstPitch = c->dstPitch, .dstHeight = c->Height,
         .WidthInBytes = c->WidthInBytes, .Height = c->Height, .Depth = 1,
     };
-    return copy3d(&m, h, pt, sync, 0);
+    return copy3d(&m, h, pt, sync, api);
 }
 
-FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1); }
-FAKE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1); }
-FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1); }
-FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1); }
-FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 0, 0); }
-FAKE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 1, 0); }
-FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1, 1); }
-FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1, 1); }
-FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0, 1); }
-FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0, 1); }
+FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1, API_2D); }
+FAKE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1, API_2D); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1, API_2D_UNALIGNED); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1, API_2D_UNALIGNED); }
+FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 0, 0, API_2D); }
+FAKE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 1, 0, API_2D); }
+FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1, API_3D); }
+FAKE_API CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 1, 1, API_3D); }
+FAKE_API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 0, 0, API_3D); }
+FAKE_API CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy3d(pCopy, hStream, 1, 0, API_3D); }
 
 /* ---- host <-> array copies: bytes at an offset into the array's first row ---------- */
 /* The real driver reaches only the first row of a 2D array this way (H100,

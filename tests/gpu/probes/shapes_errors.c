@@ -45,7 +45,12 @@ static CUDA_MEMCPY2D to_array(void) {
     return m;
 }
 
+/* Overflowing extents (a row, pitch or slice near SIZE_MAX) are left out: the
+ * driver crashes on them (H100, driver 580: tests/gpu/checks/shapes.sh); so
+ * does a host pitch past the host buffer (it reads pageable memory as given)
+ * and a bogus array handle. */
 int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0); /* what was printed before a crash stays */
     probe_context();
     CUdevice d;
     int maxpitch;
@@ -66,15 +71,9 @@ int main(void) {
     m = h2d(); line("2DUnaligned valid", cuMemcpy2DUnaligned(&m), 0);
     m = h2d(); m.srcPitch = W - 1; line("2D host pitch < width", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.dstPitch = W - 1; line("2D device pitch < width", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = h2d(); m.srcPitch = W - 1; m.Height = 1; line("2D host pitch < width, 1 row", cuMemcpy2D(&m), 0);
+    m = h2d(); m.srcPitch = W - 1; m.Height = 1; line("2D host pitch < width, 1 row", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.dstPitch = 1000; line("2D device pitch not from cuMemAllocPitch", cuMemcpy2D(&m), 0);
     m = h2d(); m.dstPitch = 1000; line("2DUnaligned device pitch 1000", cuMemcpy2DUnaligned(&m), 0);
-    m = h2d(); m.srcY = SIZE_MAX / 2; line("2D host srcY overflowing", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = h2d(); m.dstY = SIZE_MAX / 2; line("2D device dstY overflowing", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = h2d(); m.srcPitch = SIZE_MAX / 4; m.Height = 8;
-    line("2D host pitch SIZE_MAX/4", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = h2d(); m.srcPitch = (size_t)maxpitch + 1; m.Height = 2;
-    line("2D host pitch max+1 (pageable memory exists?)", cuMemcpy2D(&m), -1);
     m = h2d(); m.dstY = H + 8; line("2D device rows past the allocation", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.dstDevice = dev + (1ull << 40); line("2D bogus device pointer", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.srcHost = NULL; line("2D NULL host", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
@@ -86,11 +85,9 @@ int main(void) {
     line("2D unified pageable host side", cuMemcpy2D(&m), 0);
     m = to_array(); line("2D to array valid", cuMemcpy2D(&m), 0);
     m = to_array(); m.dstXInBytes = 4; line("2D to array x not a whole element", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = to_array(); m.WidthInBytes = 12; line("2D to array width not whole elements", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
+    m = to_array(); m.WidthInBytes = 12; line("2D to array width not whole elements", cuMemcpy2D(&m), 0);
     m = to_array(); m.dstXInBytes = 8; line("2D to array past the row", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = to_array(); m.dstY = 1; line("2D to array past the rows", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
-    m = to_array(); m.dstArray = (CUarray)(uintptr_t)0x1234560;
-    line("2D to a bogus array handle", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
 
     CUarray a;
     CUDA_ARRAY_DESCRIPTOR bad = ad;
@@ -100,7 +97,6 @@ int main(void) {
     line("cuArrayCreate 3 channels", cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
     bad = ad, bad.Width = 0;
     line("cuArrayCreate width 0", cuArrayCreate(&a, &bad), CUDA_ERROR_INVALID_VALUE);
-    line("cuArrayDestroy bogus handle", cuArrayDestroy((CUarray)(uintptr_t)0x1234560), CUDA_ERROR_INVALID_HANDLE);
     CUDA_ARRAY3D_DESCRIPTOR d3;
     CK(cuArray3DGetDescriptor(&d3, arr1d));
     printf("cuArray3DGetDescriptor of a 1D array: %zu x %zu x %zu flags %u (fake: 4096 x 0 x 0 flags 0)\n",
@@ -111,7 +107,7 @@ int main(void) {
     line("HtoA 1D size 13", cuMemcpyHtoA(arr1d, 0, host, 13), 0);
     line("HtoA 1D past the end", cuMemcpyHtoA(arr1d, 4096 * 8 - 8, host, 16), CUDA_ERROR_INVALID_VALUE);
     line("HtoA 1D size 0", cuMemcpyHtoA(arr1d, 0, host, 0), 0);
-    line("HtoA 2D array (rows after rows)", cuMemcpyHtoA(arr, 0, host, 512 * 8 * 2), 0);
+    line("HtoA 2D array (rows after rows)", cuMemcpyHtoA(arr, 0, host, 512 * 8 * 2), CUDA_ERROR_INVALID_VALUE);
     line("AtoH 1D valid", cuMemcpyAtoH(host, arr1d, 8, 800), 0);
     line("HtoAAsync 1D valid", cuMemcpyHtoAAsync(arr1d, 8, host, 800, 0), 0);
 
@@ -138,8 +134,7 @@ int main(void) {
     line("3D valid (3 slices)", cuMemcpy3D(&w), 0);
     w = v, w.srcHeight = 7; line("3D host height < rows, 3 slices", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
     w = v, w.Depth = 1, w.srcHeight = 0; line("3D host height 0, 1 slice", cuMemcpy3D(&w), 0);
-    w = v, w.srcLOD = 1; line("3D srcLOD 1", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
-    w = v, w.srcZ = SIZE_MAX / 8; line("3D srcZ overflowing", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
+    w = v, w.srcLOD = 1; line("3D srcLOD 1", cuMemcpy3D(&w), 0);
     w = v, w.dstZ = 3; line("3D dstZ past the allocation", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEMCPY3D cz = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = pinned, .srcPitch = W, .srcHeight = 5,
                         .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = DEVPITCH,
