@@ -324,6 +324,66 @@ static void test_async(void **s)
     free(r);
 }
 
+/* ---- copies the driver is handed as they are, questions, in a registered range ----- */
+static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
+#define HOLD_US 3000
+
+static void test_passed_through(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N), *never = malloc(64);
+    assert_true(r && never);
+    for (int round = 0; round < 6; round++) {
+        make_registered(r, N);
+        size_t n = 1 + (size_t)t_rand_range(0, 128 * 1024), at = (size_t)t_rand_range(0, N - n);
+        /* a D2H too small to stage, behind work on its stream: landed on return */
+        uint64_t b = t_rand();
+        t_fill(pinned, n, b);
+        CK(D.MemcpyHtoD(dev, pinned, n));
+        t_poison(r + at, n);
+        CK(D.LaunchHostFunc(stream, hold, (void *)(uintptr_t)HOLD_US));
+        CK(D.MemcpyDtoHAsync(r + at, dev, n, stream));
+        t_expect_fill(r + at, n, b, "a small asynchronous D2H into a registered range, read once it returned");
+        /* a 2D H2D too small to stage, behind work: its source is free once it returns */
+        size_t w = 1 + (size_t)t_rand_range(0, 4096), h = 1 + (size_t)t_rand_range(0, 16), pitch = w + 64;
+        unsigned char *src = r + (size_t)t_rand_range(0, N - h * pitch);
+        uint64_t a = t_rand();
+        for (size_t y = 0; y < h; y++)
+            t_fill(src + y * pitch, w, a + y);
+        CUDA_MEMCPY2D m = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .srcPitch = pitch,
+                           .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = w,
+                           .WidthInBytes = w, .Height = h};
+        CK(D.LaunchHostFunc(stream, hold, (void *)(uintptr_t)HOLD_US));
+        CK(D.Memcpy2DAsync(&m, stream));
+        t_poison(src, h * pitch);
+        CK(D.StreamSynchronize(stream));
+        t_poison(pinned, w * h);
+        CK(D.MemcpyDtoH(pinned, dev, w * h));
+        for (size_t y = 0; y < h; y++)
+            t_expect_fill(pinned + y * w, w, a + y, "a small 2D H2D from a registered range, overwritten once it returned");
+    }
+    /* asked about a registered range, the driver answers as for pageable memory */
+    make_registered(r, N);
+    unsigned flags = 7, never_flags = 7;
+    CK_EQ(D.MemHostGetFlags(&flags, r + PAGE), D.MemHostGetFlags(&never_flags, never));
+    CUdeviceptr p = 0, never_p = 0;
+    CK_EQ(D.MemHostGetDevicePointer(&p, r + PAGE, 0), D.MemHostGetDevicePointer(&never_p, never, 0));
+    unsigned type = 7, never_type = 7;
+    CK_EQ(D.PointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)(r + PAGE)),
+          D.PointerGetAttribute(&never_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)never));
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED};
+    unsigned t1 = 7, t2 = 7;
+    int m1 = 7, m2 = 7;
+    void *v1[] = {&t1, &m1}, *v2[] = {&t2, &m2};
+    CK(D.PointerGetAttributes(2, attrs, v1, (CUdeviceptr)(uintptr_t)(r + PAGE)));
+    CK(D.PointerGetAttributes(2, attrs, v2, (CUdeviceptr)(uintptr_t)never));
+    assert_int_equal(t1, t2);
+    assert_int_equal(m1, m2);
+    assert_int_equal(t1, 0); /* unknown to the driver: pageable */
+    free(r);
+    free(never);
+}
+
 /* ---- threads copying and freeing at once ------------------------------------------ */
 #define THREADS 4
 struct worker {
@@ -461,6 +521,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_brk),
         cmocka_unit_test(test_own_registrations),
         cmocka_unit_test(test_async),
+        cmocka_unit_test(test_passed_through),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_exit),

@@ -97,6 +97,14 @@
     X(none, 0, END, 0, cuStreamEndCapture)                                     \
     X(none, 0, END, 1, cuStreamEndCapture_ptsz)
 
+/* Questions about host memory, answered as for pageable memory where
+ * pinfast registered it (entry/query_entries.c). */
+#define PF_QUERY_ENTRIES(X)                                                    \
+    X(none, 0, POINTER_ATTRIBUTE, 0, cuPointerGetAttribute)                    \
+    X(none, 0, POINTER_ATTRIBUTES, 0, cuPointerGetAttributes)                  \
+    X(none, 0, HOST_FLAGS, 0, cuMemHostGetFlags)                               \
+    X(none, 0, HOST_DEVICE_POINTER, 0, cuMemHostGetDevicePointer_v2)
+
 /* Contexts destroyed (entry/context_entries.c). */
 #define PF_CONTEXT_ENTRIES(X)                                                  \
     X(none, 0, CTX_DESTROY, 0, cuCtxDestroy)                                   \
@@ -109,7 +117,7 @@
 /* Every wrapped entry point. */
 #define PF_WRAPPED(X)                                                          \
     PF_LOOKUP_ENTRIES(X) PF_COPY_ENTRIES(X) PF_ALLOC_ENTRIES(X)                \
-    PF_CAPTURE_ENTRIES(X) PF_CONTEXT_ENTRIES(X)
+    PF_CAPTURE_ENTRIES(X) PF_CONTEXT_ENTRIES(X) PF_QUERY_ENTRIES(X)
 
 /* Driver functions pinfast calls without wrapping them: X(symbol). */
 #define PF_INTERNAL(X)                                                         \
@@ -117,7 +125,7 @@
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
     X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)                  \
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing_ptsz)           \
-    X(cuPointerGetAttributes) X(cuMemGetAddressRange_v2)                       \
+    X(cuMemGetAddressRange_v2)                                                 \
     X(cuStreamIsCapturing) X(cuStreamSynchronize) X(cuStreamGetCtx)            \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \
     X(cuEventQuery) X(cuEventDestroy_v2)                                      \

@@ -34,15 +34,16 @@ struct pf_xfer {
     CUstream stream;    /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
     int async;          /* the *Async form: no stream synchronisation before an H2D */
     const struct pf_shape *shape; /* NULL: a linear copy */
+    int held_only;      /* too small to stage: taken only if a registration holds it */
 };
 
-/* Stages a copy pf_route_linear (route.h) found worth staging, or copies
- * it through a registration of the host range (registered.c), and returns
- * the path it took (PF_PATH_STAGED, PF_PATH_REGISTERED) with the call's result in *result and, for a Chrome trace, its chunks'
- * times in *chunks (this thread's until its next copy; else NULL), or
- * returns 0 having done nothing,
- * when the copy must pass through after all (pf_route_confirm said so: a
- * capture, a pointer the driver would reject; or no pinned memory). */
+/* Copies x through a registration of its host range (registered.c), or
+ * stages it, and returns the path it took (PF_PATH_REGISTERED,
+ * PF_PATH_STAGED) with the call's result in *result and, for a Chrome
+ * trace, its chunks' times in *chunks (this thread's until its next copy;
+ * else NULL); or returns 0 having done nothing, when the copy must pass
+ * through after all (pf_route_confirm said so: a capture, a pointer the
+ * driver would reject; no pinned memory; held_only and no registration). */
 int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_timeline **chunks);
 
 /* Bounces an asynchronous pageable H2D pf_route_linear (route.h) found
@@ -56,8 +57,9 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
 void pf_engine_stats(struct pf_engine_stats *out);
 
 /* The copy through a registration of its host range (memory/register.h),
- * as host-synchronous as the plain pageable copy; 0 when the range is not
- * registered (the copy is staged). */
+ * as host-synchronous as the plain pageable copy: 1 when made; 0 when no
+ * registration holds the range; -1 when one does but the copy must be
+ * staged (an asynchronous H2D behind work on its stream). */
 int pf_registered_copy(const struct pf_xfer *x, CUresult *result);
 
 /* The context was destroyed: its slots went with it. */

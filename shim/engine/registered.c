@@ -43,6 +43,8 @@ static CUresult direct(const struct pf_xfer *x, CUcontext ctx) {
 }
 
 int pf_registered_copy(const struct pf_xfer *x, CUresult *result) {
+    if (x->shape) /* its host rows are pitched: staged */
+        return 0;
     struct pf_context *c = pf_context_of(x->stream, 0);
     struct pf_reg *g = c ? pf_register_use(x->host, x->bytes) : NULL;
     if (!g)
@@ -52,7 +54,7 @@ int pf_registered_copy(const struct pf_xfer *x, CUresult *result) {
      * for that work too: such a copy is staged unless the stream is idle */
     if (x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
         pf_register_done(g, 0);
-        return 0;
+        return -1;
     }
     *result = direct(x, c->handle);
     pf_register_done(g, *result == CUDA_SUCCESS ? x->bytes : 0);

@@ -73,7 +73,7 @@ static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned
  * dropped first. */
 #define WRAP_HOST_REGISTER(family, ptds, sym)                                  \
     PF_API CUresult sym(void *p, size_t n, unsigned int flags) {               \
-        pf_register_drop((uintptr_t)p, (uintptr_t)p + n, 0);                   \
+        pf_register_drop((uintptr_t)p, (uintptr_t)p + n, PF_REGISTER_UNMAPPED); \
         TIMED(family, n, PF_CALL(sym, p, n, flags), pf_hostmap_add(p, n, PF_MEM_PINNED, flags)); \
     }
 /* managed memory is in the map too */
@@ -106,7 +106,7 @@ static CUresult free_host(void *p) {
     PF_API CUresult sym(void *p) { FREED(family, p, free_host(p)); }
 #define WRAP_HOST_UNREGISTER(family, ptds, sym)                                \
     PF_API CUresult sym(void *p) {                                             \
-        pf_register_drop((uintptr_t)p, (uintptr_t)p + 1, 0);                   \
+        pf_register_drop((uintptr_t)p, (uintptr_t)p + 1, PF_REGISTER_UNMAPPED); \
         FREED(family, p, PF_CALL(sym, p));                                     \
     }
 /* managed memory is in the map too */

@@ -8,6 +8,7 @@
 #include "../engine/route.h"
 #include "../engine/shape.h"
 #include "../memory/pending.h"
+#include "../memory/register.h"
 #include "../observe/nvtx.h"
 
 /* The stream a call runs on, as an explicit handle, so that the engine can
@@ -23,7 +24,9 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
 static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted,
                                                        const struct pf_xfer *x) {
     CUresult r;
-    *noted = pf_nvtx_push("stage", x->dir, x->bytes);
+    /* a profiler sees the copies pinfast tries to stage, not the small ones
+     * it looks up among its registrations */
+    *noted = !x->held_only && pf_nvtx_push("stage", x->dir, x->bytes);
     int path = pf_engine_copy(x, &r, &c->chunks);
     pf_nvtx_pop(*noted);
     if (path) {
@@ -54,31 +57,44 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     pf_observe_sides(c, rt.dir, rt.host, dst, src, async);
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
-    if (!rt.stage && !rt.bounce)
+    void *host = (void *)(rt.dir == PF_DIR_H2D ? src : dst);
+    /* too small to stage: taken only when a registration of pinfast's holds
+     * it (the driver would take that memory for pinned) */
+    int held_only = !rt.stage && !rt.bounce;
+    if (held_only && !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+                       pf_register_near(host, n)))
         return 0;
     struct pf_xfer x = {
         .dir = rt.dir,
         .dev = rt.dir == PF_DIR_H2D ? dst : src,
-        .host = (void *)(rt.dir == PF_DIR_H2D ? src : dst),
+        .host = host,
         .bytes = n,
         .stream = explicit_stream(s, ptds),
         .async = async,
+        .held_only = held_only,
     };
     if (rt.bounce) {
         CUresult r;
-        if (!pf_engine_bounce(&x, &r))
+        if (pf_engine_bounce(&x, &r)) {
+            c->path = PF_PATH_BOUNCED;
+            c->result = r;
+            return 1;
+        }
+        if (!pf_register_near(host, n)) /* the area is full */
             return 0;
-        c->path = PF_PATH_BOUNCED;
-        c->result = r;
-        return 1;
+        x.held_only = 1;
     }
     return stage(c, noted, &x);
 }
 
 /* A wrapper's end: the driver's own `call` unless the engine took the copy
- * (`taken`, which fills c_ and noted_), then the observers. */
-#define FINISH(taken, n, call)                                                 \
+ * (`taken`, which fills c_ and noted_), then the observers.  Before the
+ * driver sees pageable memory, `guard` undoes pinfast's registrations over
+ * the bytes it touches (memory/register.h). */
+#define FINISH(taken, n, guard, call)                                          \
     if (!(taken)) {                                                            \
+        if (c_.host == PF_MEM_PAGEABLE)                                        \
+            guard;                                                             \
         noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);             \
         c_.result = call;                                                      \
         pf_nvtx_pop(noted_);                                                   \
@@ -94,7 +110,9 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
         FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), \
-                      (uintptr_t)(s), n, st, dk, sk), n, call);                \
+                      (uintptr_t)(s), n, st, dk, sk), n,                      \
+               pf_register_guard((const void *)(c_.dir == PF_DIR_D2H ? (uintptr_t)(d) : (uintptr_t)(s)), n), \
+               call);                                                          \
     } while (0)
 
 #define WRAP_LINEAR_ANY(family, ptds, sym)                                     \
@@ -181,7 +199,7 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
 
 /* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
  * from x_ and s_ (1) or says it passes through (0). */
-#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, call)               \
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, guard, call)        \
     do {                                                                       \
         struct pf_route rt_ = route;                                           \
         struct pf_shape s_;                                                    \
@@ -189,7 +207,7 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
         int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */                                 \
-        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, call); \
+        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, call); \
     } while (0)
 
 /* 2D and 3D: the bytes the report counts (overflowing extents: the driver
@@ -202,6 +220,31 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
     size_t n;
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
 }
+/* The host bytes one side of a 2D/3D copy touches, from its first row to
+ * the end of its last, handed to pf_register_guard (overflowing extents:
+ * to the end of the address space). */
+static void guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                       size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth) {
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
+        return;
+    uintptr_t lo = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev, rows, off, span;
+    if (__builtin_mul_overflow(z, slice_rows, &off) || __builtin_add_overflow(off, y, &off) ||
+        __builtin_mul_overflow(off, pitch, &off) || __builtin_add_overflow(off, x, &off) ||
+        __builtin_add_overflow(lo, off, &lo) || !depth || !height ||
+        __builtin_mul_overflow(depth - 1, slice_rows, &rows) || __builtin_add_overflow(rows, height, &rows) ||
+        __builtin_mul_overflow(rows, pitch > width ? pitch : width, &span) ||
+        __builtin_add_overflow(span, width, &span) || lo + span < lo)
+        span = UINTPTR_MAX - lo;
+    pf_register_guard((const void *)lo, span);
+}
+#define GUARD_SIDE(p, side, z, slice_rows, depth)                              \
+    guard_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, \
+               (p)->side##Y, z, slice_rows, (p)->side##Pitch, (p)->WidthInBytes, (p)->Height, depth)
+#define GUARD_2D(p, dir)                                                       \
+    ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, 0, 0, 1) : GUARD_SIDE(p, dst, 0, 0, 1))
+#define GUARD_3D(p, dir)                                                       \
+    ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, (p)->srcZ, (p)->srcHeight, (p)->Depth) \
+                         : GUARD_SIDE(p, dst, (p)->dstZ, (p)->dstHeight, (p)->Depth))
 /* A 2D or 3D copy (dims 2 or 3) up to the driver's call. */
 #define SHAPED(dims, family, ptds, as, p, st, call)                            \
     do {                                                                       \
@@ -209,7 +252,7 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
             return call;                                                       \
         pf_pending_wait(NULL, (size_t)-1);                                     \
         SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, \
-                     pf_shape_##dims##d(p, rt_, &x_, &s_), call);              \
+                     pf_shape_##dims##d(p, rt_, &x_, &s_), GUARD_##dims##D(p, c_.dir), call); \
     } while (0)
 #define WRAP_M2D(family, ptds, sym)                                            \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
@@ -240,7 +283,7 @@ static inline struct pf_route array_route(enum pf_dir dir, const void *host) {
             return call;                                                       \
         pf_pending_wait(h, n);                                                 \
         SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as,             \
-                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), call); \
+                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), pf_register_guard(h, n), call); \
     } while (0)
 #define WRAP_HTOA(family, ptds, sym)                                           \
     PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) {        \

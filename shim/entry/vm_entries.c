@@ -59,7 +59,8 @@ static void *next(void **slot, const char *name, int malloc_fn, void *own) {
 
 static void drop(const void *p, size_t n) {
     if (pf_register_watching())
-        pf_register_drop((uintptr_t)p, n > UINTPTR_MAX - (uintptr_t)p ? UINTPTR_MAX : (uintptr_t)p + n, 0);
+        pf_register_drop((uintptr_t)p, n > UINTPTR_MAX - (uintptr_t)p ? UINTPTR_MAX : (uintptr_t)p + n,
+                         PF_REGISTER_UNMAPPED);
 }
 
 /* A heap block about to be freed or moved: its extent as the allocator
@@ -69,7 +70,7 @@ static void drop_block(void *p) {
         return;
     size_t (*usable)(void *) = MALLOCS(malloc_usable_size, NULL);
     uintptr_t lo = (uintptr_t)p, hi = usable ? lo + usable(p) : UINTPTR_MAX;
-    pf_register_drop(lo, hi > lo ? hi : lo + 1, 1);
+    pf_register_drop(lo, hi > lo ? hi : lo + 1, PF_REGISTER_FREED);
 }
 
 PF_API void free(void *p) {

@@ -43,6 +43,7 @@ static int top; /* slots past this one have never been used: scans stop here */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
 static uintptr_t bound_lo = UINTPTR_MAX, bound_hi; /* of SEEN, REFUSED and LIVE extents */
+uintptr_t pf_register_lo_ = UINTPTR_MAX, pf_register_hi_; /* of registered extents */
 static uint64_t clock_;
 static int nlive;
 static size_t live_bytes, peak_bytes, cap_bytes;
@@ -82,12 +83,20 @@ static int overlaps(uintptr_t a, uintptr_t b, uintptr_t lo, uintptr_t hi) { retu
 
 /* The bounds and the hooks' flag, after the table changed (lock held). */
 static void rebound(void) {
-    uintptr_t lo = UINTPTR_MAX, hi = 0;
-    for (int i = 0; i < top; i++)
-        if (slots[i].state != FREE && slots[i].state != GONE) {
-            lo = slots[i].base < lo ? slots[i].base : lo;
-            hi = slots[i].end > hi ? slots[i].end : hi;
+    uintptr_t lo = UINTPTR_MAX, hi = 0, rlo = UINTPTR_MAX, rhi = 0;
+    for (int i = 0; i < top; i++) {
+        const struct pf_reg *g = &slots[i];
+        if (g->state != FREE && g->state != GONE) {
+            lo = g->base < lo ? g->base : lo;
+            hi = g->end > hi ? g->end : hi;
         }
+        if (g->state == LIVE || g->state == GONE) { /* GONE: registered until retired */
+            rlo = g->base < rlo ? g->base : rlo;
+            rhi = g->end > rhi ? g->end : rhi;
+        }
+    }
+    __atomic_store_n(&pf_register_lo_, rlo, __ATOMIC_RELAXED);
+    __atomic_store_n(&pf_register_hi_, rhi, __ATOMIC_RELAXED);
     __atomic_store_n(&bound_lo, lo, __ATOMIC_RELAXED);
     __atomic_store_n(&bound_hi, hi, __ATOMIC_RELAXED);
     __atomic_store_n(&pf_register_watch_, hi != 0, __ATOMIC_RELAXED);
@@ -131,6 +140,8 @@ static void retire(struct pf_reg *g) {
     }
     g->registered = 0;
     g->state = FREE;
+    rebound();
+    pthread_cond_broadcast(&released);
 }
 
 /* Drops the registrations and sightings matching `match` (lock held). */
@@ -151,6 +162,15 @@ static void drop_where(int (*match)(const struct pf_reg *, const void *), const 
     rebound();
     for (int i = 0; i < n; i++)
         retire(gone[i]);
+    /* and those another thread is undoing: the memory changes owner, or
+     * the driver sees it, only once they are undone */
+    for (int busy = 1; busy;) {
+        busy = 0;
+        for (int i = 0; i < top && !busy; i++)
+            busy = slots[i].state == GONE && match(&slots[i], arg);
+        if (busy)
+            pthread_cond_wait(&released, &lock);
+    }
 }
 
 struct span { uintptr_t lo, hi; int freed; };
@@ -160,17 +180,17 @@ static int meets(const struct pf_reg *g, const void *arg) {
     return s->freed ? overlaps(g->lo, g->hi, s->lo, s->hi) : overlaps(g->base, g->end, s->lo, s->hi);
 }
 
-void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed) {
+void pf_register_drop(uintptr_t lo, uintptr_t hi, int how) {
     if (!pf_register_watching() || in_driver || hi <= __atomic_load_n(&bound_lo, __ATOMIC_RELAXED) ||
         lo >= __atomic_load_n(&bound_hi, __ATOMIC_RELAXED))
         return;
-    struct span s = {lo, hi, freed};
+    struct span s = {lo, hi, how == PF_REGISTER_FREED};
     /* free() may be reached from a thread being cancelled: never inside the
      * wait, with the lock held */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&lock);
-    drop_where(meets, &s, &stats.dropped);
+    drop_where(meets, &s, how == PF_REGISTER_GUARD ? &stats.guarded : &stats.dropped);
     pthread_mutex_unlock(&lock);
     pthread_setcancelstate(cancel, NULL);
 }
@@ -216,6 +236,7 @@ static int registering(struct pf_reg *g, CUcontext ctx) {
                          .refs = 1, .count = g->count, .last = g->last, .ctx = ctx};
     nlive++;
     live_bytes += size;
+    rebound(); /* the guard sees it from now on, registered or not yet */
     struct pf_reg *v;
     while ((nlive > MAX_LIVE || live_bytes > cap()) && g->state == LIVE && (v = lru_live())) {
         stats.evicted++;
@@ -277,7 +298,10 @@ static int frees_seen(void) {
 
 struct pf_reg *pf_register_use(const void *host, size_t n) {
     const struct pf_options *o = pf_options();
-    if (!o->reg || n < o->reg_min || !n || !frees_seen())
+    /* a smaller copy is only looked up: one inside a registration must not
+     * reach the driver as a plain copy (the guard in entry/copy_entries.c) */
+    int sight = o->reg && n >= o->reg_min && frees_seen();
+    if (!n || (!sight && !pf_register_near(host, n)))
         return NULL;
     uintptr_t lo = (uintptr_t)host, hi = lo + n;
     uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
@@ -297,6 +321,8 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
     }
     if (held) {
         held->refs++;
+    } else if (!sight) {
+        seen = NULL;
     } else if (seen) {
         seen->count++;
     } else if ((seen = slot_for_sighting())) { /* a new range: its first sighting */

@@ -15,11 +15,11 @@
 
 struct pf_reg;
 
-/* A copy of n bytes at host (pageable, at least PINFAST_REGISTER_MIN; no
- * capture under way, the caller in the relaxed capture mode): the
- * registration that holds it, held until pf_register_done, or NULL (the copy
- * is staged).  Counts the sighting and registers the range in the current
- * context when this one is its PINFAST_REGISTER_AFTER-th. */
+/* A copy of n bytes at host (pageable; no capture under way, the caller in
+ * the relaxed capture mode): the registration that holds it, held until
+ * pf_register_done, or NULL.  From PINFAST_REGISTER_MIN on, counts the
+ * sighting and registers the range in the current context when this one is
+ * its PINFAST_REGISTER_AFTER-th. */
 struct pf_reg *pf_register_use(const void *host, size_t n);
 /* The copy through g ended, having moved `bytes` (0: not made). */
 void pf_register_done(struct pf_reg *g, size_t bytes);
@@ -30,12 +30,31 @@ static inline int pf_register_watching(void) {
     return __atomic_load_n(&pf_register_watch_, __ATOMIC_RELAXED) != 0;
 }
 
+/* Whether [p, p+n) may meet a registration: the fast test before a lookup. */
+extern uintptr_t pf_register_lo_, pf_register_hi_;
+static inline int pf_register_near(const void *p, size_t n) {
+    uintptr_t lo = (uintptr_t)p;
+    return pf_register_watching() && lo < __atomic_load_n(&pf_register_hi_, __ATOMIC_RELAXED) &&
+           lo + n > __atomic_load_n(&pf_register_lo_, __ATOMIC_RELAXED);
+}
+
 /* [lo, hi) is about to change owner: every registration over it is
  * unregistered (after the copies through it end) and every sighting
- * forgotten before this returns.  freed: [lo, hi) is a heap block being
- * freed, which may share its first and last page with live blocks: only
- * registrations holding bytes copies used inside it go. */
-void pf_register_drop(uintptr_t lo, uintptr_t hi, int freed);
+ * forgotten before this returns.  how: PF_REGISTER_FREED, [lo, hi) is a
+ * heap block being freed, which may share its first and last page with live
+ * blocks: only registrations holding bytes copies used inside it go;
+ * PF_REGISTER_GUARD, a copy passes to the driver (counted apart). */
+enum { PF_REGISTER_UNMAPPED, PF_REGISTER_FREED, PF_REGISTER_GUARD };
+void pf_register_drop(uintptr_t lo, uintptr_t hi, int how);
+
+/* A copy of [p, p+n) goes to the driver as it is: registrations over any of
+ * it are undone first, so that the driver sees the pageable memory the
+ * program has (a copy into registered memory would return before its data
+ * landed). */
+static inline void pf_register_guard(const void *p, size_t n) {
+    if (n && pf_register_near(p, n))
+        pf_register_drop((uintptr_t)p, (uintptr_t)p + n, PF_REGISTER_GUARD);
+}
 
 /* 1 when p lies in a registration of pinfast's: still pageable memory to
  * the program (classify.c). */

@@ -1,0 +1,34 @@
+/* The driver's questions about host memory, made from the table
+ * (PF_QUERY_ENTRIES).  A range pinfast registered (memory/register.h) is
+ * still the program's pageable memory: asked about it, the driver answers
+ * as it does for memory it does not know, which is what it is asked
+ * instead (a page pinfast never registers), so that a framework's
+ * is_pinned() or cudaHostGetFlags does not change. */
+#include "entry.h"
+#include "../memory/register.h"
+
+static char unknown[64]; /* pageable, never registered */
+
+/* The address to ask the driver about in place of p. */
+static inline CUdeviceptr asked(CUdeviceptr p) {
+    return pf_register_near((const void *)p, 1) && pf_register_owns(p) ? (CUdeviceptr)unknown : p;
+}
+
+#define WRAP_POINTER_ATTRIBUTE(family, ptds, sym)                              \
+    PF_API CUresult sym(void *data, CUpointer_attribute a, CUdeviceptr p) {    \
+        return PF_CALL(sym, data, a, asked(p));                                \
+    }
+#define WRAP_POINTER_ATTRIBUTES(family, ptds, sym)                             \
+    PF_API CUresult sym(unsigned int n, CUpointer_attribute *a, void **data, CUdeviceptr p) { \
+        return PF_CALL(sym, n, a, data, asked(p));                             \
+    }
+#define WRAP_HOST_FLAGS(family, ptds, sym)                                     \
+    PF_API CUresult sym(unsigned int *flags, void *p) {                        \
+        return PF_CALL(sym, flags, (void *)asked((CUdeviceptr)p));             \
+    }
+#define WRAP_HOST_DEVICE_POINTER(family, ptds, sym)                            \
+    PF_API CUresult sym(CUdeviceptr *d, void *p, unsigned int flags) {         \
+        return PF_CALL(sym, d, (void *)asked((CUdeviceptr)p), flags);          \
+    }
+
+PF_QUERY_ENTRIES(PF_WRAP)
