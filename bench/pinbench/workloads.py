@@ -33,6 +33,7 @@ WORKLOADS = [
     Workload("train_loader", "py", ("--samples", "2560", "--epochs", "1"), est_s=60, est_quick_s=25),
     Workload("state_dict", "py", ("--layers", "8"), est_s=20, est_quick_s=8),
     Workload("offload", "py", ("--layers", "8", "--reps", "3"), est_s=15, est_quick_s=8),
+    Workload("repeat", "cuda", ("--bytes", "256M", "--copies", "6"), est_s=12, est_quick_s=4),
     Workload("infer_readback", "py", ("--steps", "10"), est_s=15, est_quick_s=8),
     Workload("numba_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=6),
     Workload("loader", "cuda", ("--batches", "200"), est_s=10, est_quick_s=4),

@@ -5,56 +5,47 @@
  * free and realloc cover what malloc gives back by itself (glibc unmaps
  * large blocks and trims its heaps internally, calling no exported
  * function), since it gives back only memory the program freed first.
- * With nothing watched each wrapper costs one relaxed load.  The real
- * functions are the next definitions after pinfast (RTLD_NEXT), so that a
- * preloaded malloc keeps working; see docs/design.md for what is not
- * covered (raw system calls, another process's changes). */
+ * With nothing watched each wrapper costs one relaxed load.  malloc's
+ * functions are the program's (a sanitizer's, a malloc preloaded before
+ * pinfast) or the next definitions after pinfast, found without dlsym
+ * (base/dynsym.h), so that a preloaded malloc keeps working; the
+ * memory-mapping ones are the system calls themselves: an allocator maps
+ * memory while it starts, and a lookup then would call into it half made.
+ * See docs/design.md for what is not covered (raw system calls, another
+ * process's changes). */
 #include "entry.h"
+#include "../base/dynsym.h"
 #include "../memory/register.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <errno.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-/* Set while this thread looks a real function up: dlsym may free (its
- * error state), and that free cannot reach a free not yet found (the
- * others are looked up again, inside: glibc's lookups nest). */
-static __thread int resolving;
+/* glibc's own: its record of the heap's end; its malloc's functions, where
+ * no other is found */
+extern void *__sbrk(intptr_t inc);
+extern void __libc_free(void *p);
+extern void *__libc_realloc(void *p, size_t n);
+extern void *__libc_reallocarray(void *p, size_t m, size_t n);
 
-static void *next(void **slot, const char *name, int malloc_fn, void *own) {
-    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (f || (resolving && malloc_fn))
-        return f;
-    int outer = resolving;
-    resolving = 1;
-    /* malloc's functions: the program's own (a sanitizer's or a malloc
-     * preloaded before pinfast, whose blocks pinfast's own frees hold too),
-     * or else the next after pinfast */
-    f = malloc_fn ? pf_real_dlsym(RTLD_DEFAULT, name) : NULL;
-    if (!f || f == own)
-        f = pf_real_dlsym(RTLD_NEXT, name);
-    resolving = outer;
-    __atomic_store_n(slot, f, __ATOMIC_RELEASE);
-    return f;
-}
-
-/* The real function `name`, of the type of pinfast's own: the next after
- * pinfast (a sanitizer's interceptor calls pinfast's as its real one). */
-#define REAL(name)                                                             \
+/* The real function `name` (base/dynsym.h), of the type of pinfast's
+ * own; glibc's where none is found.  Found once: the objects defining
+ * malloc's functions are loaded before anything is freed. */
+#define REAL(name, glibc)                                                      \
     ({                                                                         \
         static void *real_;                                                    \
-        (__typeof__(&name))next(&real_, #name, 0, NULL);                       \
-    })
-/* One of malloc's, whose blocks must go back to the malloc they came from;
- * own: pinfast's wrapper of it, if any. */
-#define MALLOCS(name, own)                                                     \
-    ({                                                                         \
-        static void *real_;                                                    \
-        (__typeof__(&name))next(&real_, #name, 1, (void *)(own));              \
+        void *f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                  \
+        if (!f_) {                                                             \
+            f_ = pf_dynsym_other(#name);                                       \
+            __atomic_store_n(&real_, f_ ? f_ : (void *)(glibc), __ATOMIC_RELEASE); \
+            f_ = f_ ? f_ : (void *)(glibc);                                    \
+        }                                                                      \
+        (__typeof__(&name))f_;                                                 \
     })
 
 static void drop(const void *p, size_t n) {
@@ -68,39 +59,30 @@ static void drop(const void *p, size_t n) {
 static void drop_block(void *p) {
     if (!p || !pf_register_watching())
         return;
-    size_t (*usable)(void *) = MALLOCS(malloc_usable_size, NULL);
-    uintptr_t lo = (uintptr_t)p, hi = usable ? lo + usable(p) : UINTPTR_MAX;
+    size_t (*usable)(void *) = REAL(malloc_usable_size, malloc_usable_size);
+    uintptr_t lo = (uintptr_t)p, hi = lo + usable(p);
     pf_register_drop(lo, hi > lo ? hi : lo + 1, PF_REGISTER_FREED);
 }
 
 PF_API void free(void *p) {
-    void (*f)(void *) = MALLOCS(free, free);
-    if (!f) /* a block dlsym frees while free itself is being found: kept */
-        return;
     drop_block(p);
-    f(p);
+    REAL(free, __libc_free)(p);
 }
 
 PF_API void *realloc(void *p, size_t n) {
-    void *(*f)(void *, size_t) = MALLOCS(realloc, realloc);
-    if (!f)
-        return NULL;
     drop_block(p);
-    return f(p, n);
+    return REAL(realloc, __libc_realloc)(p, n);
 }
 
 /* glibc's reallocarray reallocates without calling the exported realloc. */
 PF_API void *reallocarray(void *p, size_t m, size_t n) {
-    void *(*f)(void *, size_t, size_t) = MALLOCS(reallocarray, reallocarray);
-    if (!f)
-        return NULL;
     drop_block(p);
-    return f(p, m, n);
+    return REAL(reallocarray, __libc_reallocarray)(p, m, n);
 }
 
 PF_API int munmap(void *p, size_t n) {
     drop(p, n);
-    return REAL(munmap)(p, n);
+    return (int)syscall(SYS_munmap, p, n);
 }
 
 /* A move, a shrink or a growth in place: all drop the old range (the pages
@@ -115,7 +97,7 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
         drop(to, new_size);
     }
     drop(old, old_size);
-    return REAL(mremap)(old, old_size, new_size, flags, to);
+    return (void *)syscall(SYS_mremap, old, old_size, new_size, flags, to);
 }
 
 /* The advice that takes the pages away (anonymous memory reads as zeros or
@@ -123,48 +105,50 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 PF_API int madvise(void *p, size_t n, int advice) {
     if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE || advice == 24 /* MADV_DONTNEED_LOCKED */)
         drop(p, n);
-    return REAL(madvise)(p, n, advice);
+    return (int)syscall(SYS_madvise, p, n, advice);
 }
 
 PF_API void *mmap(void *p, size_t n, int prot, int flags, int fd, off_t off) {
     if (flags & MAP_FIXED)
         drop(p, n);
-    return REAL(mmap)(p, n, prot, flags, fd, off);
+    if (off & 4095) { /* as glibc's: the kernel takes whole pages */
+        errno = EINVAL;
+        return MAP_FAILED;
+    }
+    return (void *)syscall(SYS_mmap, p, n, prot, flags, fd, off);
 }
 
 PF_API void *mmap64(void *p, size_t n, int prot, int flags, int fd, off_t off) {
-    if (flags & MAP_FIXED)
-        drop(p, n);
-    return REAL(mmap64)(p, n, prot, flags, fd, off);
+    return mmap(p, n, prot, flags, fd, off);
 }
 
 /* The heap's end moving down gives its top back. */
 PF_API int brk(void *end) {
-    void *now = REAL(sbrk)(0);
+    void *now = __sbrk(0);
     if ((uintptr_t)end < (uintptr_t)now)
         drop(end, (uintptr_t)now - (uintptr_t)end);
-    return REAL(brk)(end);
+    return __sbrk((intptr_t)end - (intptr_t)now) == (void *)-1 ? -1 : 0;
 }
 
 PF_API void *sbrk(intptr_t inc) {
     if (inc < 0) {
-        char *now = REAL(sbrk)(0);
+        char *now = __sbrk(0);
         drop(now + inc, (size_t)-inc);
     }
-    return REAL(sbrk)(inc);
+    return __sbrk(inc);
 }
 
 /* shmdt names no size: everything from the segment's start up goes. */
 PF_API int shmdt(const void *p) {
     drop(p, UINTPTR_MAX - (uintptr_t)p);
-    return REAL(shmdt)(p);
+    return (int)syscall(SYS_shmdt, p);
 }
 
 PF_API void *shmat(int id, const void *p, int flags) {
     struct shmid_ds ds;
     if (p && (flags & SHM_REMAP) && pf_register_watching() && !shmctl(id, IPC_STAT, &ds))
         drop(p, ds.shm_segsz);
-    return REAL(shmat)(id, p, flags);
+    return (void *)syscall(SYS_shmat, id, p, flags);
 }
 
 /* A child must not share registered pages: the driver may keep them from
@@ -172,5 +156,10 @@ PF_API void *shmat(int id, const void *p, int flags) {
  * All are unregistered first; copies register them again. */
 PF_API pid_t fork(void) {
     drop(NULL, UINTPTR_MAX);
-    return REAL(fork)();
+    pid_t (*f)(void) = REAL(fork, NULL); /* libc defines it: found */
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return f();
 }

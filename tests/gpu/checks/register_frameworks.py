@@ -17,7 +17,7 @@ ok = True
 def report(what, good):
     global ok
     ok &= good
-    print(f"{what}: {'ok' if good else 'STALE'}")
+    print(f"{what}: {'ok' if good else 'STALE'}", flush=True)
 
 
 try:
@@ -36,6 +36,12 @@ try:
         bad += not torch.equal(y.to("cuda").cpu(), y)
         del y
     report(f"torch free and reallocate ({rounds} rounds)", bad == 0)
+    # a tensor copied again and again is still pageable to PyTorch
+    x = torch.rand(n, generator=rng)
+    for _ in range(3):
+        x.to("cuda")
+    report("torch is_pinned() of a tensor copied three times is False", not x.is_pinned())
+    del x
     # offloaded weights: the same CPU tensors brought in at every pass, updated in place
     weights = [torch.rand(n // 8, generator=rng) for _ in range(8)]
     bad = 0

@@ -1,0 +1,14 @@
+/* Definitions of a symbol in the objects the dynamic linker has loaded,
+ * found by reading their symbol tables in place: no lock taken, nothing
+ * allocated, so that malloc's wrappers can find the real functions while an
+ * allocator is still starting or the dynamic linker itself frees (dlsym
+ * there hung Python 3.12 on glibc 2.39, docs/design.md). */
+#ifndef PINFAST_DYNSYM_H
+#define PINFAST_DYNSYM_H
+
+/* The first definition of `name`, in load order, outside pinfast: the
+ * program's own (a sanitizer's, a malloc preloaded before pinfast) or
+ * else the next after pinfast's; NULL when none. */
+void *pf_dynsym_other(const char *name);
+
+#endif
