@@ -75,3 +75,10 @@ void *pf_dynsym_other(const char *name) {
             f = find(m, name);
     return f;
 }
+
+int pf_dynsym_own_first(const char *name) {
+    for (const struct link_map *m = _r_debug.r_map; m; m = m->l_next)
+        if (find(m, name))
+            return m->l_ld == _DYNAMIC;
+    return 0;
+}

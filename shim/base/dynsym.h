@@ -11,4 +11,9 @@
  * else the next after pinfast's; NULL when none. */
 void *pf_dynsym_other(const char *name);
 
+/* 1 when pinfast's own definition of `name` comes first in load order:
+ * the one the program calls.  (dlsym cannot tell: a non-PIE executable
+ * that takes a function's address answers with its own PLT stub.) */
+int pf_dynsym_own_first(const char *name);
+
 #endif

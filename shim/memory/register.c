@@ -8,12 +8,12 @@
  * for them. */
 #include "register.h"
 #include "../base/clock.h"
+#include "../base/dynsym.h"
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -287,7 +287,7 @@ static int frees_seen(void) {
     static int seen = -1;
     int s = __atomic_load_n(&seen, __ATOMIC_RELAXED);
     if (s < 0) {
-        s = pf_real_dlsym(RTLD_DEFAULT, "free") == (void *)free;
+        s = pf_dynsym_own_first("free");
         if (!s)
             pf_msg(PF_INFO, "free() is not pinfast's (a sanitizer's, or a malloc preloaded before "
                             "it): no registrations");
