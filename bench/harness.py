@@ -24,14 +24,18 @@ def log(msg):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workloads", default="all",
-                    help="comma list (default all): " + ",".join(workloads.BY_NAME))
+    ap.add_argument("--workloads", default=None,
+                    help="comma list or all (default all; with --quick the quick set: %s): %s"
+                         % (",".join(w.name for w in workloads.select(None, quick=True)),
+                            ",".join(workloads.BY_NAME)))
     ap.add_argument("--runs", type=int, default=None,
                     help="runs per variant (default 5; 3 with --quick, which then shows a "
                          "slowdown as 'within noise', never as SLOWER)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="rounds of every variant run first and not kept, per workload (default 1)")
-    ap.add_argument("--quick", action="store_true", help="smaller sizes and repetitions")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few minutes: the quick set of workloads (unless --workloads), "
+                         "smaller sizes and repetitions, 3 runs")
     ap.add_argument("--out", default=runner.RESULTS,
                     help="results folder (default results/ in the checkout, ignored by git)")
     ap.add_argument("--machine", default=None, help="label (default: GPU name or host name)")
@@ -50,12 +54,14 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     if a.list:
+        # est: the registry's rough seconds per run, full and quick
         for w in workloads.WORKLOADS:
-            print("%-14s %-4s variants=%s quick=%s" % (w.name, w.kind, ",".join(w.variants()),
-                                                       " ".join(w.quick_args)))
+            print("%-16s %-4s %-5s variants=%s est=%gs,%gs quick=%s"
+                  % (w.name, w.kind, "quick" if w.in_quick else "-", ",".join(w.variants()),
+                     w.est_s, w.est_quick_s, " ".join(w.quick_args)))
         return 0
     try:
-        selected = workloads.select(a.workloads)
+        selected = workloads.select(a.workloads, a.quick)
     except ValueError as e:
         log(str(e))
         return 2
@@ -89,6 +95,13 @@ def main(argv=None):
         return 2
     build_dir = os.path.abspath(a.build)
     lib = os.path.abspath(a.lib or os.path.join(build_dir, "libpinfast.so"))
+    jobs = runner.schedule(selected, a.runs, a.warmup)
+    # the whole plan before the build, so that one knows what one waits for
+    log("%d workload(s), %d runs (%d warm-up round(s) and %d run(s) of each variant), "
+        "about %s by the registry's estimates, after the build: %s"
+        % (len(selected), len(jobs), a.warmup, a.runs,
+           runner.fmt_duration(runner.estimate_left(jobs, {}, a.quick)),
+           ",".join(w.name for w in selected)))
     if not a.no_build and not runner.setup_deps():
         return 2
     if not a.no_build and not runner.build(build_dir, selected, need_lib=a.lib is None, log=log):
@@ -106,7 +119,6 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="pinbench-")
     warm_tmp = tempfile.mkdtemp(prefix="pinbench-warmup-")
 
-    jobs = runner.schedule(selected, a.runs, a.warmup)
     raw, observed, skipped = [], {}, set()
     t_start = time.time()
     for i, (w, variant, k) in enumerate(jobs):
