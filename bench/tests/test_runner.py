@@ -1,5 +1,7 @@
 import json
 import os
+import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -123,7 +125,8 @@ class TestEnv(unittest.TestCase):
 # from its environment and arguments, and it writes a fake pinfast report.
 FAKE = textwrap.dedent('''\
     #!%s
-    import json, os, sys
+    import json, os, sys, time
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
     pinfast = "PINFAST_STATS_FILE" in os.environ
     pinned = "--pinned" in sys.argv
     slow = os.path.basename(sys.argv[0]) == "small"   # pinfast slower here
@@ -250,6 +253,48 @@ class TestEndToEnd(unittest.TestCase):
                        os.path.join(self.tmp.name, "none.so"))
         self.assertIn("bench: 2 workload(s), 18 runs", p.stderr)
         self.assertIn("after the build: sweep,small\n", p.stderr)
+
+    def test_stopped_writes_the_runs_done(self):
+        """SIGTERM (quick.sh's time limit) in the middle, to the harness alone
+        or, as timeout sends it, to its workload too: the runs done are
+        written, the one cut short is not counted, and the exit says so."""
+        for group in (False, True):
+            with self.subTest(group=group):
+                self.stop_after_four(group)
+
+    def stop_after_four(self, group):
+        shutil.rmtree(self.out, ignore_errors=True)
+        cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
+               "--lib", self.lib, "--out", self.out, "--machine", "testbox", "--runs", "3",
+               "--warmup", "0", "--workloads", "sweep,small"]
+        env = dict(os.environ, PINBENCH_GPU="yes", FAKE_SLEEP="0.3")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=group)
+        err = []
+        for line in p.stderr:           # run 5 of 18 started: 4 done
+            err.append(line)
+            if line.startswith("[  5/18]"):
+                time.sleep(0.1)         # the workload has started
+                if group:
+                    os.killpg(p.pid, signal.SIGTERM)
+                else:
+                    p.send_signal(signal.SIGTERM)
+                break
+        out, rest = p.communicate(timeout=60)
+        err = "".join(err) + rest
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("bench: stopped by SIGTERM at run 5 of 18", err)
+        self.assertIn("writing the 4 runs done", err)
+        self.assertNotIn("FAILED", err)
+        self.assertIn("2.00x", out)     # sweep: pinfast vs plain, from 2 runs of plain and pinfast
+        raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
+        with open(os.path.join(self.out, raw[0])) as f:
+            runs = [json.loads(line) for line in f]
+        self.assertEqual([(r["variant"], r["run"]) for r in runs],
+                         [("plain", 0), ("pinfast", 0), ("pinned", 0), ("plain", 1)])
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("**Stopped** by SIGTERM at run 5 of 18", f.read())
 
     def test_slower_fails_unless_no_fail(self):
         p = self.bench("--workloads", "small", "--runs", "5")
