@@ -138,8 +138,7 @@ def main(argv=None):
     # runs, not the harness: the workload's child is killed by subprocess.run
     # and not kept, and what was done is written as usual.
     stopped, i = None, 0
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _stop)
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         for i, (w, variant, k) in enumerate(jobs):
             if w.name in skipped:
@@ -224,6 +223,8 @@ def main(argv=None):
     log("%d runs in %s (estimated %s for all %d); seconds a run, warm-ups included: %s"
         % (sum(map(len, observed.values())), runner.fmt_duration(ran_s), runner.fmt_duration(planned_s),
            len(jobs), ", ".join("%s %.1f" % (n, sum(t) / len(t)) for n, t in observed.items())))
+    for sig, h in handlers.items():  # all written
+        signal.signal(sig, h)
     slow = results.slower_records(records)
     unsure = results.within_noise_records(records)
     if unsure:
