@@ -18,6 +18,7 @@ OUT=${OUT:-/tmp/out}
 B=${B:-build-quick}
 mkdir -p "$OUT/quick"
 exec > >(tee "$OUT/quick.log") 2>&1
+tee_pid=$!
 echo "# $(date -u '+%F %T') $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)," \
   "$(nproc) CPUs, $( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | tail -1)"
 rm -rf "$B"
@@ -35,4 +36,6 @@ t1=$(date +%s.%N)
   echo "wall: $(python3 -c "print('%.1f s' % ($t1 - $t0))")"
   grep -h -e "^bench: built in" -e "^bench: [0-9]* runs in" -e "runs (.* of each variant)" "$OUT/quick.log"
 } | tee -a "$OUT/quick-time.txt"
+exec >&- 2>&-
+wait "$tee_pid" 2>/dev/null  # the log complete before $OUT is taken
 exit $rc
