@@ -318,28 +318,52 @@ FAKE_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, siz
                                             CUstream hStream)
 { FAKE_ENTER(); return copy_array(hStream, 1, 0, srcArray, srcOffset, dstHost, ByteCount, 0); }
 
-/* ---- batch copies ---------------------------------------------------------------------- */
-struct pending { struct fake_copy cp; enum fake_mem_kind sk, dk; };
+/* ---- batch copies ----------------------------------------------------------------------
+ * The rules below are the documentation's (cuda.h, CUDA 13.0) where it has
+ * one; what it leaves open is marked UNVERIFIED: modelled, not yet seen on
+ * a GPU (tests/gpu/probes/batch_errors.c prints the real driver's answer
+ * to each). */
+struct pending { struct fake_copy cp; enum fake_mem_kind sk, dk; CUmemcpySrcAccessOrder order; };
 
 static CUresult batch_stream(CUstream h, int pt, struct fake_stream **s)
 {
     CUresult r = fake_stream_get(h, pt, s);
     if (r)
         return r;
-    /* the batch APIs refuse the legacy default stream */
+    /* the batch APIs refuse the legacy default stream (documented; the
+     * code INVALID_VALUE UNVERIFIED) */
     return (*s)->kind == STREAM_LEGACY ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* Every copy was checked before any is queued: a refused batch moves
+ * nothing (UNVERIFIED).  A pageable source of a copy whose source order is
+ * STREAM is read when the copy runs, in stream order (documented), as the
+ * fake reads pinned memory; with the other orders it is read in the call,
+ * as a linear asynchronous H2D's. */
 static CUresult run_pending(struct fake_stream *s, struct pending *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        CUresult r = submit(s, p[i].cp, p[i].sk, p[i].dk, 0);
+        int in_order = p[i].order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && p[i].sk == MEM_PAGEABLE;
+        CUresult r = submit(s, p[i].cp, in_order ? MEM_PINNED : p[i].sk, p[i].dk, 0);
         if (r)
             return r;
     }
     return CUDA_SUCCESS;
 }
 
+/* A source order the documentation names; 0 (INVALID) is refused
+ * (documented), as is any value past ANY (UNVERIFIED). */
+static int order_ok(CUmemcpySrcAccessOrder o)
+{
+    return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+
+/* failIdx: SIZE_MAX from the start, so on success and for an error of the
+ * whole batch (documented for errors "that do not pertain to any specific
+ * copy" in 12.8; on success UNVERIFIED), the copy's index for an operand
+ * it refuses, the first such copy (UNVERIFIED).  Copies of 0 bytes are
+ * accepted and move nothing (UNVERIFIED); location hints and flags are
+ * not looked at (UNVERIFIED). */
 static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                       CUmemcpyAttributes *attrs, size_t *attrIdxs, size_t numAttrs,
                       size_t *failIdx, CUstream h, int pt)
@@ -350,20 +374,23 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
     CUresult r = batch_stream(h, pt, &s);
     if (r)
         return r;
+    /* count 0 and NULL arrays: UNVERIFIED; the attribute rules documented,
+     * their failIdx (SIZE_MAX) UNVERIFIED */
     if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrIdxs || numAttrs == 0 ||
         numAttrs > count || attrIdxs[0] != 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t a = 0; a < numAttrs; a++)
-        if ((a && attrIdxs[a] <= attrIdxs[a - 1]) || attrIdxs[a] >= count ||
-            attrs[a].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+        if ((a && attrIdxs[a] <= attrIdxs[a - 1]) || attrIdxs[a] >= count || !order_ok(attrs[a].srcAccessOrder))
             return CUDA_ERROR_INVALID_VALUE;
     struct pending *p = calloc(count, sizeof *p);
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     size_t n = 0;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0, a = 0; i < count; i++) {
+        a += a + 1 < numAttrs && attrIdxs[a + 1] <= i;
         if (sizes[i] == 0)
             continue;
+        p[n].order = attrs[a].srcAccessOrder;
         void *d, *sp;
         if ((r = fake_mem_translate(srcs[i], sizes[i], 0, &sp, &p[n].sk)) ||
             (r = fake_mem_translate(dsts[i], sizes[i], 0, &d, &p[n].dk))) {
@@ -414,6 +441,9 @@ FAKE_API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *src
     return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 1);
 }
 
+/* An operand of a 3D batch: arrays are not modelled (NOT_SUPPORTED: the
+ * real driver takes them; pinfast passes them through); rowLength and
+ * layerHeight under the extent refused (documented). */
 static CUresult operand3d(const CUmemcpy3DOperand *o, const CUextent3D *e, char **out,
                           enum fake_mem_kind *kind, size_t *pitch, size_t *layer)
 {
@@ -442,6 +472,7 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
     CUresult r = batch_stream(h, pt, &s);
     if (r)
         return r;
+    /* flags must be 0 (documented); numOps 0 and NULL: UNVERIFIED */
     if (numOps == 0 || !ops || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     struct pending *p = calloc(numOps, sizeof *p);
@@ -452,8 +483,8 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
         char *src = NULL, *dst = NULL;
         size_t sp = 0, sl = 0, dp = 0, dl = 0;
         r = CUDA_SUCCESS;
-        if (!e->width || !e->height || !e->depth ||
-            ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+        /* zero extents and source orders: documented; failIdx UNVERIFIED */
+        if (!e->width || !e->height || !e->depth || !order_ok(ops[i].srcAccessOrder))
             r = CUDA_ERROR_INVALID_VALUE;
         if (!r)
             r = operand3d(&ops[i].src, e, &src, &p[i].sk, &sp, &sl);
@@ -465,6 +496,7 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
             free(p);
             return r;
         }
+        p[i].order = ops[i].srcAccessOrder;
         p[i].cp = (struct fake_copy){ .dst = dst, .src = src, .width = e->width,
                                       .height = e->height, .depth = e->depth, .dpitch = dp,
                                       .dheight = dl, .spitch = sp, .sheight = sl };
