@@ -1,8 +1,9 @@
 /* The copy entry points, made from the table (PF_COPY_ENTRIES).  A linear
  * copy is routed (engine/route.h), a 2D or host <-> array copy made into a
  * transfer (engine/shape.h), then staged by the engine or passed to the
- * driver; the others (peer, batches) always pass through.  Every copy is
- * seen once by the observers (pf_observe_copy). */
+ * driver; a batch has what it can of its copies staged (batch_stage), peer
+ * copies always pass through.  Every copy is seen once by the observers
+ * (pf_observe_copy). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
