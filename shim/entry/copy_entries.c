@@ -5,6 +5,7 @@
  * copies always pass through.  Every copy is seen once by the observers
  * (pf_observe_copy). */
 #include "entry.h"
+#include "../driver/capture.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
 #include "../engine/shape.h"
@@ -306,14 +307,15 @@ struct batch_copy {
     enum batch_to to;
 };
 
-/* A batch as its wrapper has it: `stageable` says whether pinfast may take
- * copy i (1, with c->x and c->to set but the stream), `part` is the
+/* A batch as its wrapper has it: `stageable` says whether copy i is valid
+ * as far as pinfast can check (COPY_INVALID if not) and whether pinfast may
+ * take it (COPY_TAKE, with c->x and c->to set but the stream), `part` is the
  * driver's own call of the same ABI for the copies idx[0..k) alone, built
  * in `scratch` (room for every copy: `scratch_bytes` each), with failIdx
  * `fail` (the 12.8 ABI; NULL for 13.0). */
 struct batch_abi {
     void *args;
-    int (*stageable)(void *args, size_t i, struct batch_copy *c);
+    int (*stageable)(void *args, size_t i, struct batch_copy *c); /* COPY_* */
     CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
     size_t scratch_bytes;
     CUstream stream;
@@ -327,17 +329,35 @@ static int order_known(CUmemcpySrcAccessOrder o, unsigned flags) {
            !(flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE);
 }
 static int hint_known(CUmemLocation l) {
+    int n = 0;
+    if (l.type == CU_MEM_LOCATION_TYPE_DEVICE) /* H100: a device that does not exist is refused */
+        return l.id >= 0 && PF_CALL(cuDeviceGetCount, &n) == CUDA_SUCCESS && l.id < n;
     return l.type >= CU_MEM_LOCATION_TYPE_INVALID && l.type <= CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
-/* A copy pinfast may take, by its route and source order: an H2D whose
- * source must be read in stream order (CU_MEMCPY_SRC_ACCESS_ORDER_STREAM)
- * stays with the driver, as staging reads it in the call; a D2H's device
- * source is read by the DMAs, in stream order, and all of it before the
- * call returns. */
-static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
-    return rt.dir != PF_DIR_H2D || o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+/* One side of a copy, valid as far as pinfast can tell: device memory
+ * lying in its allocations, or host memory (pageable or pinned) at an
+ * address other than NULL.  Managed or unknown memory pinfast cannot
+ * check: its batch goes to the driver. */
+static int side_valid(CUdeviceptr p, size_t span) {
+    switch (pf_classify(p)) {
+    case PF_MEM_DEVICE: return pf_route_device_range(p, span);
+    case PF_MEM_PAGEABLE: case PF_MEM_PINNED: case PF_MEM_PINFAST: return p != 0;
+    default: return 0;
+    }
 }
+
+/* A copy pinfast may take, by its route and source order: an H2D whose
+ * source is read in the call (DURING_API_CALL, ANY), as staging reads it.
+ * One of stream order (STREAM) stays with the driver; so do D2H copies:
+ * the driver does not wait for a batch's D2H into pageable memory (H100,
+ * session 12, call 5), and staging one would make the program wait. */
+static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
+    return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+}
+
+/* What `stageable` finds of a copy. */
+enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
 
 /* The driver's call for idx[0..k): its failIdx mapped back to the batch's. */
 static CUresult batch_driver(const struct batch_abi *b, void *scratch, const size_t *idx, size_t k, size_t *fail) {
@@ -350,33 +370,42 @@ static CUresult batch_driver(const struct batch_abi *b, void *scratch, const siz
 
 /* Stages what it can of a batch of n copies the wrapper found well formed:
  * 1 when it took the batch (c->result is the call's), 0 when the whole
- * batch goes to the driver untouched.  Every copy is checked (route,
- * pf_route_confirm) before anything moves; the copies pinfast does not
- * take go to the driver first, as one smaller batch: its answer is the
- * whole batch's (copies have no order within a batch, and those pinfast
- * takes are valid), failIdx mapped back.  On the 12.8 ABI one copy always
+ * batch goes to the driver untouched.  Every copy is checked before
+ * anything moves, and pinfast takes a batch only when it finds every copy
+ * valid: a refused batch has moved the copies before the one refused (H100,
+ * session 12, call 5), which only the driver can reproduce, so any doubt
+ * leaves the whole batch to the driver (codes, failIdx and bytes its own).
+ * Under a capture the driver refuses batches (900, H100): they pass
+ * through, unlooked at.  The copies pinfast does not take go to the driver
+ * first, as one smaller batch: its answer is the whole batch's (copies have
+ * no order within a batch, and all were found valid), failIdx mapped back.  On the 12.8 ABI one copy always
  * goes to the driver, so that failIdx gets what the driver writes there
  * on success.  A copy the engine then declines (no slot free) goes to the
  * driver after the staged ones. */
 static int batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t *fail, int v1) {
-    if (!pf_options()->stage || b->stream == CU_STREAM_LEGACY || (v1 && !fail))
+    CUstreamCaptureStatus cs;
+    if (!pf_options()->stage || b->stream == CU_STREAM_LEGACY || (v1 && !fail) || pf_capturing() ||
+        PF_CALL(cuStreamIsCapturing, b->stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
     struct batch_copy *bc = calloc(n, sizeof *bc);
     size_t *idx = malloc(2 * n * sizeof *idx);
     void *scratch = malloc(n * b->scratch_bytes);
     size_t nd = 0, ns = 0, small = 0;
-    for (size_t i = 0; bc && idx && scratch && i < n; i++) {
+    int valid = 1;
+    for (size_t i = 0; bc && idx && scratch && valid && i < n; i++) {
         uint64_t mark[2];
         bc[i].x.stream = b->stream;
         bc[i].x.async = 1;
-        if (b->stageable(b->args, i, &bc[i]) && pf_route_confirm(&bc[i].x, 0, mark)) {
+        int k = b->stageable(b->args, i, &bc[i]);
+        valid = k != COPY_INVALID;
+        if (k == COPY_TAKE && pf_route_confirm(&bc[i].x, 0, mark)) {
             small = ns++ && bc[small].x.bytes <= bc[i].x.bytes ? small : i;
         } else {
             bc[i].to = TO_DRIVER;
             idx[nd++] = i;
         }
     }
-    int took = bc && idx && scratch && ns;
+    int took = bc && idx && scratch && valid && ns;
     if (took) {
         if (v1 && !nd) {
             bc[small].to = TO_DRIVER;
@@ -440,17 +469,21 @@ static size_t attr_of(const struct linear_args *b, size_t i) {
     return lo;
 }
 
+/* A copy of 0 bytes is refused (H100), as is one with a side past its
+ * allocation or NULL. */
 static int linear_stageable(void *args, size_t i, struct batch_copy *c) {
     const struct linear_args *b = args;
+    if (!b->z[i] || !side_valid(b->s[i], b->z[i]) || !side_valid(b->d[i], b->z[i]))
+        return COPY_INVALID;
     struct pf_route rt = pf_route_linear(b->d[i], b->s[i], b->z[i], PF_MEM_OPEN, PF_MEM_OPEN, 1);
     if (!(rt.stage || rt.bounce) || !batch_takes(rt, b->a[attr_of(b, i)].srcAccessOrder))
-        return 0;
+        return COPY_DRIVER;
     c->x.dir = rt.dir;
     c->x.dev = rt.dir == PF_DIR_H2D ? b->d[i] : b->s[i];
     c->x.host = (void *)(rt.dir == PF_DIR_H2D ? b->s[i] : b->d[i]);
     c->x.bytes = b->z[i];
     c->to = rt.bounce ? TO_BOUNCE : TO_ENGINE;
-    return 1;
+    return COPY_TAKE;
 }
 
 /* The room a copy takes in a part of a linear batch (linear_part). */
@@ -482,16 +515,18 @@ struct ops_args {
     CUstream st; /* the program's */
 };
 
-/* Pointer operands only (arrays pass through), made into a 3D copy of unified
- * pointers: rows rowLength bytes apart (0: the width), layers layerHeight
- * rows (0: the height); shape.c checks it as any 3D copy. */
+/* Pointer operands only (a batch with an array passes through), made into
+ * a 3D copy of unified pointers: rows rowLength bytes apart (0: the width),
+ * layers layerHeight rows (0: the height); shape.c checks it as any 3D
+ * copy.  Valid: a whole extent, rowLength and layerHeight 0 or at least the
+ * extent, each side in its memory (side_valid). */
 static int op_stageable(void *args, size_t i, struct batch_copy *c) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
     const CUextent3D *e = &o->extent;
     if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
         !order_known(o->srcAccessOrder, o->flags) || !hint_known(o->src.op.ptr.locHint) ||
-        !hint_known(o->dst.op.ptr.locHint))
-        return 0;
+        !hint_known(o->dst.op.ptr.locHint) || !e->width || !e->height || !e->depth)
+        return COPY_INVALID;
     CUDA_MEMCPY3D m = {
         .srcMemoryType = CU_MEMORYTYPE_UNIFIED, .srcDevice = o->src.op.ptr.ptr,
         .srcPitch = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width,
@@ -501,10 +536,16 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
         .dstHeight = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height,
         .WidthInBytes = e->width, .Height = e->height, .Depth = e->depth,
     };
+    if (m.srcPitch < e->width || m.dstPitch < e->width || m.srcHeight < e->height || m.dstHeight < e->height)
+        return COPY_INVALID;
+    size_t rows = (e->depth - 1) * m.srcHeight + e->height - 1, drows = (e->depth - 1) * m.dstHeight + e->height - 1;
+    if (!side_valid(m.srcDevice, rows * m.srcPitch + e->width) || !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
+        return COPY_INVALID;
     struct pf_route rt = SHAPE_ROUTE(&m);
     c->to = TO_ENGINE;
-    return pf_route_stages(rt, bytes_3d(&m)) && batch_takes(rt, o->srcAccessOrder) &&
-           pf_shape_3d(&m, rt, &c->x, &c->s);
+    if (!pf_route_stages(rt, bytes_3d(&m)) || !batch_takes(rt, o->srcAccessOrder))
+        return COPY_DRIVER;
+    return pf_shape_3d(&m, rt, &c->x, &c->s) ? COPY_TAKE : COPY_INVALID;
 }
 
 static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch, const size_t *idx, size_t k) {
