@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -22,16 +23,29 @@ def log(msg):
     print("bench: " + msg, file=sys.stderr, flush=True)
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGINT during the runs (a time limit, ^C): the runs done
+    are still summarised and written."""
+
+
+def _stop(signum, _frame):
+    raise Stopped(signum)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workloads", default="all",
-                    help="comma list (default all): " + ",".join(workloads.BY_NAME))
+    ap.add_argument("--workloads", default=None,
+                    help="comma list or all (default all; with --quick the quick set: %s): %s"
+                         % (",".join(w.name for w in workloads.select(None, quick=True)),
+                            ",".join(workloads.BY_NAME)))
     ap.add_argument("--runs", type=int, default=None,
                     help="runs per variant (default 5; 3 with --quick, which then shows a "
                          "slowdown as 'within noise', never as SLOWER)")
     ap.add_argument("--warmup", type=int, default=1,
                     help="rounds of every variant run first and not kept, per workload (default 1)")
-    ap.add_argument("--quick", action="store_true", help="smaller sizes and repetitions")
+    ap.add_argument("--quick", action="store_true",
+                    help="a few minutes: the quick set of workloads (unless --workloads), "
+                         "smaller sizes and repetitions, 3 runs")
     ap.add_argument("--out", default=runner.RESULTS,
                     help="results folder (default results/ in the checkout, ignored by git)")
     ap.add_argument("--machine", default=None, help="label (default: GPU name or host name)")
@@ -50,12 +64,14 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     if a.list:
+        # est: the registry's rough seconds per run, full and quick
         for w in workloads.WORKLOADS:
-            print("%-14s %-4s variants=%s quick=%s" % (w.name, w.kind, ",".join(w.variants()),
-                                                       " ".join(w.quick_args)))
+            print("%-16s %-4s %-5s variants=%s est=%gs,%gs quick=%s"
+                  % (w.name, w.kind, "quick" if w.in_quick else "-", ",".join(w.variants()),
+                     w.est_s, w.est_quick_s, " ".join(w.quick_args)))
         return 0
     try:
-        selected = workloads.select(a.workloads)
+        selected = workloads.select(a.workloads, a.quick)
     except ValueError as e:
         log(str(e))
         return 2
@@ -89,6 +105,14 @@ def main(argv=None):
         return 2
     build_dir = os.path.abspath(a.build)
     lib = os.path.abspath(a.lib or os.path.join(build_dir, "libpinfast.so"))
+    jobs = runner.schedule(selected, a.runs, a.warmup)
+    planned_s = runner.estimate_left(jobs, {}, a.quick)
+    # the whole plan before the build, so that one knows what one waits for
+    log("%d workload(s), %d runs (%d warm-up round(s) and %d run(s) of each variant), "
+        "about %s by the registry's estimates, after the build: %s"
+        % (len(selected), len(jobs), a.warmup, a.runs, runner.fmt_duration(planned_s),
+           ",".join(w.name for w in selected)))
+    t_build = time.time()
     if not a.no_build and not runner.setup_deps():
         return 2
     if not a.no_build and not runner.build(build_dir, selected, need_lib=a.lib is None, log=log):
@@ -97,6 +121,8 @@ def main(argv=None):
     if not os.path.exists(lib):
         log("no pinfast library at %s" % lib)
         return 2
+    if not a.no_build:
+        log("built in %s" % runner.fmt_duration(time.time() - t_build))
 
     machine = a.machine or runner.machine_name()
     started = datetime.datetime.now()
@@ -106,30 +132,48 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="pinbench-")
     warm_tmp = tempfile.mkdtemp(prefix="pinbench-warmup-")
 
-    jobs = runner.schedule(selected, a.runs, a.warmup)
     raw, observed, skipped = [], {}, set()
     t_start = time.time()
-    for i, (w, variant, k) in enumerate(jobs):
-        if w.name in skipped:
-            continue
-        left = runner.estimate_left([j for j in jobs[i:] if j[0].name not in skipped], observed, a.quick)
-        which = "run %d/%d" % (k + 1, a.runs) if k >= 0 else "warm-up"
-        print("[%3d/%d] %-14s %-8s %s  elapsed %s, about %s left"
-              % (i + 1, len(jobs), w.name, variant, which,
-                 runner.fmt_duration(time.time() - t_start), runner.fmt_duration(left)),
-              file=sys.stderr, flush=True)
-        r = runner.run_one(w, variant, k, build_dir, lib, a.quick, tmp if k >= 0 else warm_tmp,
-                           a.timeout, cpus)
-        if k >= 0:
-            raw.append(r)
-        observed.setdefault(w.name, []).append(r["wall_s"])
-        out = r["output"]
-        if isinstance(out, dict) and out.get("skipped"):
-            log("%s skipped: %s" % (w.name, out["skipped"]))
-            skipped.add(w.name)
-        elif not results.run_ok(r):
-            log("%s %s %s FAILED (rc=%s): %s" % (w.name, variant, which, r["rc"],
-                                                  (r["error"] or "").strip()[-500:]))
+    # A time limit's SIGTERM (tests/gpu/checks/quick.sh) or a ^C ends the
+    # runs, not the harness: the workload's child is killed by subprocess.run
+    # and not kept, and what was done is written as usual.
+    stopped, i = None, 0
+    handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for i, (w, variant, k) in enumerate(jobs):
+            if w.name in skipped:
+                continue
+            left = runner.estimate_left([j for j in jobs[i:] if j[0].name not in skipped], observed, a.quick)
+            which = "run %d/%d" % (k + 1, a.runs) if k >= 0 else "warm-up"
+            print("[%3d/%d] %-14s %-8s %s  elapsed %s, about %s left"
+                  % (i + 1, len(jobs), w.name, variant, which,
+                     runner.fmt_duration(time.time() - t_start), runner.fmt_duration(left)),
+                  file=sys.stderr, flush=True)
+            r = runner.run_one(w, variant, k, build_dir, lib, a.quick, tmp if k >= 0 else warm_tmp,
+                               a.timeout, cpus)
+            if k >= 0:
+                raw.append(r)
+            observed.setdefault(w.name, []).append(r["wall_s"])
+            out = r["output"]
+            if isinstance(out, dict) and out.get("skipped"):
+                log("%s skipped: %s" % (w.name, out["skipped"]))
+                skipped.add(w.name)
+            elif not results.run_ok(r):
+                log("%s %s %s FAILED (rc=%s): %s" % (w.name, variant, which, r["rc"],
+                                                      (r["error"] or "").strip()[-500:]))
+    except Stopped as e:
+        stopped = (signal.Signals(e.args[0]).name, i)
+        # a run the signal reached too (timeout signals the process group) is not a failure
+        w, variant, k = jobs[i]
+        if raw and (raw[-1]["workload"], raw[-1]["variant"], raw[-1]["run"]) == (w.name, variant, k) \
+                and not results.run_ok(raw[-1]):
+            raw.pop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # a second one must not cut the writing short
+        signal.signal(sig, signal.SIG_IGN)
+    ran_s = time.time() - t_start
+    if stopped:
+        log("stopped by %s at run %d of %d, after %s: writing the %d runs done"
+            % (stopped[0], stopped[1] + 1, len(jobs), runner.fmt_duration(ran_s), len(raw)))
 
     # Keep pinfast's own exit reports next to the results.
     stats_out = prefix + "-pinfast-stats"
@@ -158,6 +202,9 @@ def main(argv=None):
         f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
                 "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
                 "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
+        if stopped:
+            f.write("**Stopped** by %s at run %d of %d: the later workloads have fewer runs or "
+                    "none.\n\n" % (stopped[0], stopped[1] + 1, len(jobs)))
         f.write(table)
 
     if plots.have_matplotlib():
@@ -172,6 +219,12 @@ def main(argv=None):
     print(table)
     log("results: %s.{jsonl,md}, raw runs %s-raw.jsonl%s"
         % (prefix, prefix, ", pinfast reports " + stats_out if os.path.isdir(stats_out) else ""))
+    # what the registry's est_s / est_quick_s should say (bench/pinbench/workloads.py)
+    log("%d runs in %s (estimated %s for all %d); seconds a run, warm-ups included: %s"
+        % (sum(map(len, observed.values())), runner.fmt_duration(ran_s), runner.fmt_duration(planned_s),
+           len(jobs), ", ".join("%s %.1f" % (n, sum(t) / len(t)) for n, t in observed.items())))
+    for sig, h in handlers.items():  # all written
+        signal.signal(sig, h)
     slow = results.slower_records(records)
     unsure = results.within_noise_records(records)
     if unsure:
@@ -188,6 +241,8 @@ def main(argv=None):
                s["floor"]))
     for p in problems:
         log(p)
+    if stopped:
+        return 128 + signal.Signals[stopped[0]].value  # as the shell reports a signal
     if problems:
         return 1
     if slow and not a.no_fail:

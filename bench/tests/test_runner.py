@@ -1,5 +1,7 @@
 import json
 import os
+import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -55,6 +57,27 @@ class TestSchedule(unittest.TestCase):
         with self.assertRaises(ValueError):
             workloads.select("sweep,nope")
 
+    def test_quick_selects_its_set(self):
+        """--quick alone runs the quick set, real programs first; --workloads
+        (all included) overrides it; without --quick nothing is left out."""
+        quick = [w.name for w in workloads.select(None, quick=True)]
+        self.assertEqual(quick, ["state_dict", "infer_readback", "numba_copy", "loader", "image2d",
+                                 "sweep", "small"])
+        self.assertEqual(quick, [w.name for w in workloads.WORKLOADS if w.in_quick])
+        self.assertEqual(len(workloads.select(None)), len(workloads.WORKLOADS))
+        self.assertEqual(len(workloads.select("", quick=True)), len(quick))
+        self.assertEqual(len(workloads.select("all", quick=True)), len(workloads.WORKLOADS))
+        self.assertEqual([w.name for w in workloads.select("churn,offload", quick=True)],
+                         ["offload", "churn"])
+
+    def test_quick_estimate_fits(self):
+        """The quick bench's runs, by the registry's estimates, leave room in
+        the README's few minutes for a build (about a minute from scratch on
+        the H100): adding to the quick set must come with a cost."""
+        jobs = runner.schedule(workloads.select(None, quick=True), 3, 1)
+        self.assertEqual(len(jobs), 84)
+        self.assertLessEqual(runner.estimate_left(jobs, {}, quick=True), 6 * 60)
+
     def test_estimate_uses_observations(self):
         w = workloads.BY_NAME["churn"]
         jobs = [(w, "plain", 0), (w, "pinfast", 0)]
@@ -102,7 +125,8 @@ class TestEnv(unittest.TestCase):
 # from its environment and arguments, and it writes a fake pinfast report.
 FAKE = textwrap.dedent('''\
     #!%s
-    import json, os, sys
+    import json, os, sys, time
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
     pinfast = "PINFAST_STATS_FILE" in os.environ
     pinned = "--pinned" in sys.argv
     slow = os.path.basename(sys.argv[0]) == "small"   # pinfast slower here
@@ -149,13 +173,18 @@ class TestEndToEnd(unittest.TestCase):
         env.setdefault("PINBENCH_GPU", "yes")
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
 
+    @staticmethod
+    def progress(p):
+        """The progress lines, one a run (the plan line counts warm-ups too)."""
+        return "".join(line for line in p.stderr.splitlines(True) if line.startswith("["))
+
     def test_warmup_not_kept(self):
         marks = os.path.join(self.tmp.name, "marks")
         os.makedirs(marks)
         env = dict(os.environ, FAKE_MARKS=marks)
         p = self.bench("--workloads", "sweep", "--runs", "1", env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(p.stderr.count("warm-up"), 3)
+        self.assertEqual(self.progress(p).count("warm-up"), 3)
         self.assertIn("2.00x", p.stdout)       # the 100x slower first runs were dropped
         self.assertIn("10.00x", p.stdout)
         raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
@@ -179,7 +208,7 @@ class TestEndToEnd(unittest.TestCase):
         env = dict(os.environ, FAKE_MARKS=marks)
         p = self.bench("--workloads", "sweep", "--runs", "1", "--warmup", "0", "--no-fail", env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertNotIn("warm-up", p.stderr)
+        self.assertNotIn("warm-up", self.progress(p))
         self.assertEqual(self.plain_seconds(), 100.0)  # its one run was its slow first
 
     def test_bad_warmup(self):
@@ -208,6 +237,64 @@ class TestEndToEnd(unittest.TestCase):
         self.assertEqual(len(reports), 2)      # one per pinfast run
         with open(reports[0]) as f:
             self.assertIn("transfers", json.load(f))
+
+    def test_plan_line_before_anything(self):
+        """The plan (workloads, runs, estimated time) comes first: --quick
+        alone names the quick set, --workloads overrides it."""
+        p = self.bench("--quick", "--lib", os.path.join(self.tmp.name, "none.so"))
+        self.assertEqual(p.returncode, 2)      # no library: nothing run
+        quick = workloads.select(None, quick=True)
+        est = runner.fmt_duration(runner.estimate_left(runner.schedule(quick, 2, 1), {}, True))
+        self.assertIn("bench: 7 workload(s), 63 runs (1 warm-up round(s) and 2 run(s) of each "
+                      "variant), about %s by the registry's estimates, after the build: "
+                      "state_dict,infer_readback,numba_copy,loader,image2d,sweep,small\n" % est,
+                      p.stderr)
+        p = self.bench("--quick", "--workloads", "sweep,small", "--lib",
+                       os.path.join(self.tmp.name, "none.so"))
+        self.assertIn("bench: 2 workload(s), 18 runs", p.stderr)
+        self.assertIn("after the build: sweep,small\n", p.stderr)
+
+    def test_stopped_writes_the_runs_done(self):
+        """SIGTERM (quick.sh's time limit) in the middle, to the harness alone
+        or, as timeout sends it, to its workload too: the runs done are
+        written, the one cut short is not counted, and the exit says so."""
+        for group in (False, True):
+            with self.subTest(group=group):
+                self.stop_after_four(group)
+
+    def stop_after_four(self, group):
+        shutil.rmtree(self.out, ignore_errors=True)
+        cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
+               "--lib", self.lib, "--out", self.out, "--machine", "testbox", "--runs", "3",
+               "--warmup", "0", "--workloads", "sweep,small"]
+        env = dict(os.environ, PINBENCH_GPU="yes", FAKE_SLEEP="0.3")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=group)
+        err = []
+        for line in p.stderr:           # run 5 of 18 started: 4 done
+            err.append(line)
+            if line.startswith("[  5/18]"):
+                time.sleep(0.1)         # the workload has started
+                if group:
+                    os.killpg(p.pid, signal.SIGTERM)
+                else:
+                    p.send_signal(signal.SIGTERM)
+                break
+        out, rest = p.communicate(timeout=60)
+        err = "".join(err) + rest
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("bench: stopped by SIGTERM at run 5 of 18", err)
+        self.assertIn("writing the 4 runs done", err)
+        self.assertNotIn("FAILED", err)
+        self.assertIn("2.00x", out)     # sweep: pinfast vs plain, from 2 runs of plain and pinfast
+        raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
+        with open(os.path.join(self.out, raw[0])) as f:
+            runs = [json.loads(line) for line in f]
+        self.assertEqual([(r["variant"], r["run"]) for r in runs],
+                         [("plain", 0), ("pinfast", 0), ("pinned", 0), ("plain", 1)])
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("**Stopped** by SIGTERM at run 5 of 18", f.read())
 
     def test_slower_fails_unless_no_fail(self):
         p = self.bench("--workloads", "small", "--runs", "5")

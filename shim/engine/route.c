@@ -56,6 +56,10 @@ static int device_range(CUdeviceptr dev, size_t span) {
     return 0;
 }
 
+int pf_route_device_range(CUdeviceptr dev, size_t span) {
+    return device_range(dev, span);
+}
+
 /* While any capture runs, pinfast's queries and waits could invalidate it
  * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
  * allowed: everything passes through.  The device side must be device

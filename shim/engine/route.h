@@ -85,4 +85,8 @@ static inline enum pf_mem pf_route_operand(const CUmemcpy3DOperand *o) {
  * mark[0] and mark[1] get the debug timeline's times after the first two. */
 int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]);
 
+/* 1 when [dev, dev + span) lies in device memory of one device (the check
+ * pf_route_confirm makes of a copy's device side). */
+int pf_route_device_range(CUdeviceptr dev, size_t span);
+
 #endif

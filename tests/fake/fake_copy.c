@@ -27,8 +27,10 @@ static size_t span_of(const struct fake_copy *cp, int src)
     return ((cp->depth - 1) * h + (cp->height - 1)) * pitch + cp->width;
 }
 
-static CUresult submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
-                       enum fake_mem_kind dkind, int sync)
+/* wait_dst: wait for a copy into pageable memory (every copy API but the
+ * batches, which do not: seen on the H100, session 12, call 5). */
+static CUresult submit_copy(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
+                            enum fake_mem_kind dkind, int sync, int wait_dst)
 {
     int capturing = fake_stream_capturing(s);
     if (capturing && sync)
@@ -52,9 +54,15 @@ static CUresult submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem
     uint64_t seq;
     fake_enqueue(s, op, &seq);
     int d2d = skind == MEM_DEVICE && dkind == MEM_DEVICE;
-    if (!capturing && ((sync && !d2d) || dkind == MEM_PAGEABLE))
+    if (!capturing && ((sync && !d2d) || (wait_dst && dkind == MEM_PAGEABLE)))
         fake_stream_wait(s, seq);
     return CUDA_SUCCESS;
+}
+
+static CUresult submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
+                       enum fake_mem_kind dkind, int sync)
+{
+    return submit_copy(s, cp, skind, dkind, sync, 1);
 }
 
 /* operand roles */
@@ -333,36 +341,73 @@ FAKE_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, siz
                                             CUstream hStream)
 { FAKE_ENTER(); return copy_array(hStream, 1, 0, srcArray, srcOffset, dstHost, ByteCount, 0); }
 
-/* ---- batch copies ---------------------------------------------------------------------- */
-struct pending { struct fake_copy cp; enum fake_mem_kind sk, dk; };
-
-static CUresult batch_stream(CUstream h, int pt, struct fake_stream **s)
+/* ---- batch copies ----------------------------------------------------------------------
+ * The rules below were checked on the H100 (driver 580.159.04, CUDA 13.0
+ * driver API; session 12, call 5: tests/gpu/probes/batch_errors.c, which
+ * prints the driver's answer to each, and tests/gpu/checks/batch.sh, whose
+ * 300 random cases the fake now answers as the driver did, code, failIdx
+ * and bytes); the few still UNVERIFIED say so. */
+static CUresult batch_stream(CUstream h, int pt, size_t *failIdx, struct fake_stream **s)
 {
     CUresult r = fake_stream_get(h, pt, s);
     if (r)
         return r;
-    /* the batch APIs refuse the legacy default stream */
-    return (*s)->kind == STREAM_LEGACY ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    /* the legacy default stream is refused (documented), INVALID_VALUE
+     * (H100); named 0, failIdx is left as it was, named CU_STREAM_LEGACY,
+     * it is SIZE_MAX (H100, the 3D batch; the linear one UNVERIFIED) */
+    if ((*s)->kind == STREAM_LEGACY && !h)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (failIdx)
+        *failIdx = SIZE_MAX;
+    if ((*s)->kind == STREAM_LEGACY)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* during a capture (relaxed, on the H100): refused, the capture left
+     * valid (cuStreamEndCapture returns 0 after it) */
+    return fake_stream_capturing(*s) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
-static CUresult run_pending(struct fake_stream *s, struct pending *p, size_t n)
+/* One copy of a batch, queued as soon as it is checked: a refused batch has
+ * moved the copies before the one refused (H100).  A pageable source of a
+ * copy whose source order is STREAM is read when the copy runs, in stream
+ * order (documented), as the fake reads pinned memory; with the other
+ * orders it is read in the call (H100), as a linear asynchronous H2D's.  A
+ * copy into pageable memory is not waited for (H100: the call returns
+ * before it lands). */
+static CUresult batch_submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind sk,
+                             enum fake_mem_kind dk, CUmemcpySrcAccessOrder order)
 {
-    for (size_t i = 0; i < n; i++) {
-        CUresult r = submit(s, p[i].cp, p[i].sk, p[i].dk, 0);
-        if (r)
-            return r;
-    }
-    return CUDA_SUCCESS;
+    int in_order = order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && sk == MEM_PAGEABLE;
+    return submit_copy(s, cp, in_order ? MEM_PINNED : sk, dk, 0, 0);
 }
 
+/* A source order the documentation names; 0 (INVALID) and any value past
+ * ANY refused (H100). */
+static int order_ok(CUmemcpySrcAccessOrder o)
+{
+    return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
+
+/* A location hint of a linear batch's attributes: an unknown type, or a
+ * device that does not exist, refused (H100: type 99, device 7); host NUMA
+ * ids are not looked at (UNVERIFIED). */
+static int hint_ok(const CUmemLocation *l)
+{
+    if (l->type == CU_MEM_LOCATION_TYPE_DEVICE)
+        return l->id >= 0 && l->id < fake_ndevices();
+    return l->type <= CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+/* failIdx (H100): SIZE_MAX on success and for an error of the whole batch,
+ * untouched for the legacy stream; the index of the first copy refused
+ * (a size of 0, an operand outside any allocation), the copies before it
+ * moved.  Attribute flags other than PREFER_OVERLAP_WITH_COMPUTE refused,
+ * as a whole-batch error (H100). */
 static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                       CUmemcpyAttributes *attrs, size_t *attrIdxs, size_t numAttrs,
                       size_t *failIdx, CUstream h, int pt)
 {
-    if (failIdx)
-        *failIdx = SIZE_MAX;
     struct fake_stream *s;
-    CUresult r = batch_stream(h, pt, &s);
+    CUresult r = batch_stream(h, pt, failIdx, &s);
     if (r)
         return r;
     if (count == 0 || !dsts || !srcs || !sizes || !attrs || !attrIdxs || numAttrs == 0 ||
@@ -370,31 +415,27 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t a = 0; a < numAttrs; a++)
         if ((a && attrIdxs[a] <= attrIdxs[a - 1]) || attrIdxs[a] >= count ||
-            attrs[a].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+            !order_ok(attrs[a].srcAccessOrder) || (attrs[a].flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE) ||
+            !hint_ok(&attrs[a].srcLocHint) || !hint_ok(&attrs[a].dstLocHint))
             return CUDA_ERROR_INVALID_VALUE;
-    struct pending *p = calloc(count, sizeof *p);
-    if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    size_t n = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (sizes[i] == 0)
-            continue;
+    for (size_t i = 0, a = 0; i < count; i++) {
+        a += a + 1 < numAttrs && attrIdxs[a + 1] <= i;
+        enum fake_mem_kind sk, dk;
         void *d, *sp;
-        if ((r = fake_mem_translate(srcs[i], sizes[i], 0, &sp, &p[n].sk)) ||
-            (r = fake_mem_translate(dsts[i], sizes[i], 0, &d, &p[n].dk))) {
+        r = sizes[i] == 0 ? CUDA_ERROR_INVALID_VALUE : fake_mem_translate(srcs[i], sizes[i], 0, &sp, &sk);
+        if (!r)
+            r = fake_mem_translate(dsts[i], sizes[i], 0, &d, &dk);
+        if (r) {
             if (failIdx)
                 *failIdx = i;
-            free(p);
             return r;
         }
-        p[n].cp = (struct fake_copy){ .dst = d, .src = sp, .width = sizes[i], .height = 1,
-                                      .depth = 1, .dpitch = sizes[i], .dheight = 1,
-                                      .spitch = sizes[i], .sheight = 1 };
-        n++;
+        struct fake_copy cp = { .dst = d, .src = sp, .width = sizes[i], .height = 1, .depth = 1,
+                                .dpitch = sizes[i], .dheight = 1, .spitch = sizes[i], .sheight = 1 };
+        if ((r = batch_submit(s, cp, sk, dk, attrs[a].srcAccessOrder)))
+            return r;
     }
-    r = run_pending(s, p, n);
-    free(p);
-    return r;
+    return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
@@ -429,18 +470,29 @@ FAKE_API CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *src
     return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, hStream, 1);
 }
 
-static CUresult operand3d(const CUmemcpy3DOperand *o, const CUextent3D *e, char **out,
-                          enum fake_mem_kind *kind, size_t *pitch, size_t *layer)
+/* An operand of a 3D batch, checked: arrays are not modelled
+ * (NOT_SUPPORTED: the real driver takes them; pinfast passes them
+ * through); another type than a pointer, a rowLength or layerHeight under
+ * the extent refused (documented; H100: failIdx the op). */
+static CUresult operand3d_check(const CUmemcpy3DOperand *o, const CUextent3D *e)
 {
     if (o->type == CU_MEMCPY_OPERAND_TYPE_ARRAY)
         return CUDA_ERROR_NOT_SUPPORTED;
     if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
         return CUDA_ERROR_INVALID_VALUE;
-    /* pointer operands: rowLength/layerHeight in bytes here (1-byte elements) */
+    if ((o->op.ptr.rowLength && o->op.ptr.rowLength < e->width) ||
+        (o->op.ptr.layerHeight && o->op.ptr.layerHeight < e->height))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+/* A checked pointer operand's memory: rowLength and layerHeight in bytes
+ * here (1-byte elements). */
+static CUresult operand3d(const CUmemcpy3DOperand *o, const CUextent3D *e, char **out,
+                          enum fake_mem_kind *kind, size_t *pitch, size_t *layer)
+{
     *pitch = o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width;
     *layer = o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height;
-    if (*pitch < e->width || *layer < e->height)
-        return CUDA_ERROR_INVALID_VALUE;
     size_t span = ((e->depth - 1) * *layer + (e->height - 1)) * *pitch + e->width;
     void *p;
     CUresult r = fake_mem_translate(o->op.ptr.ptr, span, 0, &p, kind);
@@ -448,45 +500,52 @@ static CUresult operand3d(const CUmemcpy3DOperand *o, const CUextent3D *e, char 
     return r;
 }
 
+/* Two passes (H100): every op's parameters first, a zero extent, a source
+ * order or op flags refused, an operand refused by operand3d_check: failIdx
+ * that op, nothing moved; then each op's memory, queued as soon as found:
+ * an operand outside any allocation refused with failIdx left SIZE_MAX,
+ * the ops before it moved.  failIdx SIZE_MAX on success, for batch flags
+ * and numOps 0.  Location hints are not looked at (H100: type 99
+ * accepted). */
 static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx,
                         unsigned long long flags, CUstream h, int pt)
 {
-    if (failIdx)
-        *failIdx = SIZE_MAX;
     struct fake_stream *s;
-    CUresult r = batch_stream(h, pt, &s);
+    CUresult r = batch_stream(h, pt, failIdx, &s);
     if (r)
         return r;
     if (numOps == 0 || !ops || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct pending *p = calloc(numOps, sizeof *p);
-    if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
     for (size_t i = 0; i < numOps; i++) {
         const CUextent3D *e = &ops[i].extent;
-        char *src = NULL, *dst = NULL;
-        size_t sp = 0, sl = 0, dp = 0, dl = 0;
         r = CUDA_SUCCESS;
-        if (!e->width || !e->height || !e->depth ||
-            ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_INVALID)
+        if (!e->width || !e->height || !e->depth || !order_ok(ops[i].srcAccessOrder) ||
+            (ops[i].flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE))
             r = CUDA_ERROR_INVALID_VALUE;
         if (!r)
-            r = operand3d(&ops[i].src, e, &src, &p[i].sk, &sp, &sl);
+            r = operand3d_check(&ops[i].src, e);
         if (!r)
-            r = operand3d(&ops[i].dst, e, &dst, &p[i].dk, &dp, &dl);
+            r = operand3d_check(&ops[i].dst, e);
         if (r) {
             if (failIdx)
                 *failIdx = i;
-            free(p);
             return r;
         }
-        p[i].cp = (struct fake_copy){ .dst = dst, .src = src, .width = e->width,
-                                      .height = e->height, .depth = e->depth, .dpitch = dp,
-                                      .dheight = dl, .spitch = sp, .sheight = sl };
     }
-    r = run_pending(s, p, numOps);
-    free(p);
-    return r;
+    for (size_t i = 0; i < numOps; i++) {
+        const CUextent3D *e = &ops[i].extent;
+        char *src, *dst;
+        size_t sp, sl, dp, dl;
+        enum fake_mem_kind sk, dk;
+        if ((r = operand3d(&ops[i].src, e, &src, &sk, &sp, &sl)) ||
+            (r = operand3d(&ops[i].dst, e, &dst, &dk, &dp, &dl)))
+            return r;
+        struct fake_copy cp = { .dst = dst, .src = src, .width = e->width, .height = e->height,
+                                .depth = e->depth, .dpitch = dp, .dheight = dl, .spitch = sp, .sheight = sl };
+        if ((r = batch_submit(s, cp, sk, dk, ops[i].srcAccessOrder)))
+            return r;
+    }
+    return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,

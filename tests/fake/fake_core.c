@@ -25,9 +25,10 @@
  *   stream of a destroyed context                        CUDA_ERROR_INVALID_HANDLE (it is destroyed)
  *   stream of another (live) context                     accepted: the work runs in the stream's context
  *   cuMemcpyBatchAsync on the legacy stream, count 0,
- *     bad attribute arrays                               CUDA_ERROR_INVALID_VALUE (failIdx = SIZE_MAX)
+ *     bad attribute arrays or source orders              CUDA_ERROR_INVALID_VALUE (failIdx = SIZE_MAX)
  *   batch copy operand invalid                           CUDA_ERROR_INVALID_VALUE, failIdx = index
  *   3D batch with an array operand                       CUDA_ERROR_NOT_SUPPORTED
+ *     (batches: fake_copy.c marks what is UNVERIFIED on a GPU)
  *   sync call / cuStreamSynchronize / cuStreamQuery on
  *     a capturing stream; capture of the legacy stream   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
  *   potentially unsafe call prohibited by a capture's

@@ -1,0 +1,185 @@
+/* test_batch: batches pinfast stages give what the driver alone gives.  A
+ * child runs the random cases of batch_cases.h (cuMemcpyBatchAsync and
+ * cuMemcpy3DBatchAsync, both ABIs, pageable, pinned and device operands,
+ * random attributes, bad input of each kind) and logs, per case, the return
+ * code, failIdx and a hash of every host and device byte after it.  The
+ * test runs the child on the fake alone and under pinfast with the same
+ * seed, twice: every size staged (PINFAST_MIN_SIZE=0), and from 128 KiB
+ * with the smaller H2D copies bounced; the logs must be equal, and the
+ * report must show batches of both families staged (and, the second time,
+ * bounced), so the test fails when pinfast passes them through.
+ * tests/gpu/checks/batch.sh runs the same cases on the GPU.
+ * Then the source orders, plain and under pinfast: an H2D from pageable
+ * memory in stream order (CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) reads what a
+ * host function queued before it wrote, and one of the other orders what
+ * the source held in the call, whatever the program writes after it.
+ * Internal: test_batch run <log file>; test_batch order. */
+#define _GNU_SOURCE
+#include "t.h"
+#include "report.h"
+#include "spawn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CASES 300
+
+static FILE *LOG;
+#define BC(f) D.f
+#define BC_LOG(...) fprintf(LOG, __VA_ARGS__)
+#include "batch_cases.h"
+
+static int child_run(const char *logf)
+{
+    if (t_setup(NULL) || !(LOG = fopen(logf, "w")))
+        return 30;
+    rs = t_seed();
+    int rc = batch_cases(CASES);
+    fclose(LOG);
+    return rc;
+}
+
+/* ---- the test: plain and pinfast, same seed --------------------------------- */
+static long calls(const struct report *r, const char *api, const char *path)
+{
+    long n = 0;
+    for (int i = 0; i < r->nt; i++)
+        if (!strcmp(r->t[i].api, api) && !strcmp(r->t[i].path, path))
+            n += r->t[i].calls;
+    return n;
+}
+
+/* One child; v: 0 plain, else under pinfast with PINFAST_MIN_SIZE=min. */
+static char *run(int v, const char *min, const char *json)
+{
+    char seed[64], log[256], stats[300], minv[64];
+    snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
+    snprintf(log, sizeof log, "%s/%d.log", sp_dir, v);
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
+    snprintf(minv, sizeof minv, "PINFAST_MIN_SIZE=%s", min);
+    char *argv[] = { "test_batch", "run", log, NULL };
+    const char *set[] = { seed, minv, "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", "PINFAST_STATS=json", stats, NULL };
+    int rc = sp_run(argv, v != 0, set, NULL, NULL, 600, NULL);
+    if (rc)
+        fail_msg("child %d exited %d", v, rc);
+    char *s = sp_slurp(log, NULL);
+    assert_non_null(s);
+    return s;
+}
+
+static void same(const char *a, const char *b)
+{
+    for (const char *p = a, *q = b; *p || *q;) {
+        const char *pe = strchrnul(p, '\n'), *qe = strchrnul(q, '\n');
+        if (pe - p != qe - q || memcmp(p, q, (size_t)(pe - p)))
+            fail_msg("plain and pinfast differ:\n  plain:   %.*s\n  pinfast: %.*s", (int)(pe - p), p,
+                     (int)(qe - q), q);
+        p = *pe ? pe + 1 : pe;
+        q = *qe ? qe + 1 : qe;
+    }
+}
+
+static void equivalence(void **state)
+{
+    (void)state;
+    char json[256];
+    snprintf(json, sizeof json, "%s/report.json", sp_dir);
+    char *plain = run(0, "0", json);
+    static const char *const mins[] = { "0", "128K" };
+    static const char *const apis[] = { "cuMemcpyBatchAsync", "cuMemcpy3DBatchAsync" };
+    for (int v = 1; v <= 2; v++) {
+        char *pf = run(v, mins[v - 1], json);
+        same(plain, pf);
+        free(pf);
+        struct report r;
+        if (report_read(json, &r))
+            fail_msg("report: %s", r.err);
+        for (int k = 0; k < 2; k++) {
+            long st = calls(&r, apis[k], "staged"), bo = calls(&r, apis[k], "bounced");
+            printf("[ batches  ] PINFAST_MIN_SIZE=%s %s: staged %ld, bounced %ld\n", mins[v - 1], apis[k], st, bo);
+            if (!st && (v == 1 || k == 0))
+                fail_msg("no %s batch was staged", apis[k]);
+            if (v == 2 && k == 0 && !bo)
+                fail_msg("no %s batch was bounced", apis[k]);
+        }
+    }
+    free(plain);
+}
+
+/* ---- source orders ------------------------------------------------------------ */
+#define ORDER_BYTES ((size_t)1 << 20)
+
+static void CUDA_CB writer(void *p)
+{
+    usleep(20000); /* the batch call is made by then */
+    memset(p, 0xAB, ORDER_BYTES);
+}
+
+/* 0 when a batch H2D of source order o from 0x11 bytes moved what it must:
+ * in stream order, the 0xAB a host function queued before it writes; in
+ * any other, the 0x11 of the call, though the program writes 0x22 once it
+ * returns. */
+static int one_order(CUmemcpySrcAccessOrder o)
+{
+    int in_order = o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    unsigned char want = in_order ? 0xAB : 0x11;
+    unsigned char *host = malloc(ORDER_BYTES), *back = malloc(ORDER_BYTES);
+    CUdeviceptr dev;
+    CUstream s;
+    size_t n = ORDER_BYTES, idx = 0;
+    CUmemcpyAttributes a = { .srcAccessOrder = o };
+    if (!host || !back || D.MemAlloc(&dev, n) || D.StreamCreate(&s, CU_STREAM_NON_BLOCKING))
+        return 41;
+    memset(host, 0x11, n);
+    CUdeviceptr src = (CUdeviceptr)(uintptr_t)host;
+    int rc = (in_order && D.LaunchHostFunc(s, writer, host)) || D.MemcpyBatchAsync(&dev, &src, &n, 1, &a, &idx, 1, s)
+                 ? 42 : 0;
+    if (!in_order)
+        memset(host, 0x22, n);
+    if (!rc && (D.StreamSynchronize(s) || D.MemcpyDtoH(back, dev, n)))
+        rc = 43;
+    for (size_t i = 0; !rc && i < n; i++)
+        if (back[i] != want) {
+            fprintf(stderr, "order %d: byte %zu is %#x, not %#x\n", (int)o, i, back[i], want);
+            rc = 44;
+        }
+    D.MemFree(dev);
+    D.StreamDestroy(s);
+    free(host);
+    free(back);
+    return rc;
+}
+
+static int order_run(void)
+{
+    if (t_setup(NULL))
+        return 30;
+    int rc = one_order(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM);
+    if (!rc)
+        rc = one_order(CU_MEMCPY_SRC_ACCESS_ORDER_ANY);
+    return rc ? rc : one_order(CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL);
+}
+
+static void orders(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        char *argv[] = { "test_batch", "order", NULL };
+        const char *set[] = { "PINFAST_MIN_SIZE=0", NULL };
+        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
+        if (rc)
+            fail_msg("the %s child exited %d", v ? "pinfast" : "plain", rc);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "run") == 0)
+        return child_run(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "order") == 0)
+        return order_run();
+    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(orders) };
+    return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
+}
