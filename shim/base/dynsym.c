@@ -82,3 +82,13 @@ int pf_dynsym_own_first(const char *name) {
             return m->l_ld == _DYNAMIC;
     return 0;
 }
+
+void *pf_dynsym_next(const char *name) {
+    const struct link_map *m = _r_debug.r_map;
+    while (m && m->l_ld != _DYNAMIC)
+        m = m->l_next;
+    void *f = NULL;
+    for (m = m ? m->l_next : NULL; m && !f; m = m->l_next)
+        f = find(m, name);
+    return f;
+}

@@ -16,4 +16,9 @@ void *pf_dynsym_other(const char *name);
  * that takes a function's address answers with its own PLT stub.) */
 int pf_dynsym_own_first(const char *name);
 
+/* The first definition of `name` after pinfast's in load order: what a
+ * wrapper calls when a sanitizer's interceptor before it calls pinfast's as
+ * its own next one (calling the interceptor back would recurse). */
+void *pf_dynsym_next(const char *name);
+
 #endif

@@ -156,7 +156,11 @@ PF_API void *shmat(int id, const void *p, int flags) {
  * All are unregistered first; copies register them again. */
 PF_API pid_t fork(void) {
     drop(NULL, UINTPTR_MAX);
-    pid_t (*f)(void) = REAL(fork, NULL); /* libc defines it: found */
+    static void *next;
+    void *n = __atomic_load_n(&next, __ATOMIC_ACQUIRE);
+    if (!n) /* the next after pinfast: a sanitizer's fork calls pinfast's as its own next */
+        __atomic_store_n(&next, n = pf_dynsym_next("fork"), __ATOMIC_RELEASE);
+    pid_t (*f)(void) = (pid_t(*)(void))n;
     if (!f) {
         errno = ENOSYS;
         return -1;
