@@ -90,6 +90,16 @@ static void make_registered(unsigned char *r, size_t n)
         fail_msg("a range copied three times was not registered");
 }
 
+/* A heap block of N bytes, registered under pinfast, then filled with salt. */
+static unsigned char *registered_block(uint64_t *salt)
+{
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    t_fill(r, N, *salt = t_rand());
+    return r;
+}
+
 /* Right after the call that gave r's memory away: nothing registered. */
 static void expect_dropped(const char *call, int own_malloc)
 {
@@ -151,11 +161,8 @@ static void test_free_heap(void **s)
 static void test_reallocate(void **s)
 {
     (void)s;
-    unsigned char *r = malloc(N);
-    assert_non_null(r);
-    make_registered(r, N);
-    uint64_t salt = t_rand();
-    t_fill(r, N, salt);
+    uint64_t salt;
+    unsigned char *r = registered_block(&salt);
     unsigned char *q = realloc(r, 3 * N);
     assert_non_null(q);
     expect_dropped("realloc", OWN_MALLOC);
@@ -442,11 +449,8 @@ static void test_threads(void **s)
 static void test_fork(void **s)
 {
     (void)s;
-    unsigned char *r = malloc(N);
-    assert_non_null(r);
-    make_registered(r, N);
-    uint64_t salt = t_rand();
-    t_fill(r, N, salt);
+    uint64_t salt;
+    unsigned char *r = registered_block(&salt);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (!pid) {

@@ -107,22 +107,28 @@ static void pause(void) {
 
 static uint64_t polled_ns; /* the report's CPU time spent waiting */
 
-/* Returns once the slot's fence is over (or its stream met an error):
- * polls POLL_NS, then sleeps in the driver, which waits as the plain
- * driver's own copies do.  The polling is counted. */
-static CUresult await(struct pf_slot *s) {
+/* Returns once ev has completed (or its stream met an error): polls
+ * POLL_NS, then sleeps in the driver, which waits as the plain driver's own
+ * copies do.  The polling is counted. */
+CUresult pf_event_await(CUevent ev) {
     uint64_t t0 = pf_now_ns(), t;
     CUresult r;
-    while ((r = unfence(s)) == CUDA_ERROR_NOT_READY) {
+    while ((r = PF_CALL(cuEventQuery, ev)) == CUDA_ERROR_NOT_READY) {
         if ((t = pf_now_ns()) - t0 > POLL_NS) {
             __atomic_fetch_add(&polled_ns, t - t0, __ATOMIC_RELAXED);
-            if ((r = PF_CALL(cuEventSynchronize, s->ev)) == CUDA_SUCCESS)
-                s->fenced = 0;
-            return r;
+            return PF_CALL(cuEventSynchronize, ev);
         }
         pause();
     }
     __atomic_fetch_add(&polled_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
+    return r;
+}
+
+/* Returns once the slot's fence is over (or its stream met an error). */
+static CUresult await(struct pf_slot *s) {
+    CUresult r = s->fenced ? pf_event_await(s->ev) : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        s->fenced = 0;
     return r;
 }
 

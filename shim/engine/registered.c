@@ -6,22 +6,8 @@
  * returning, as the staged copy waits for its last chunk. */
 #include "engine.h"
 #include "staging.h"
-#include "../base/clock.h"
 #include "../driver/driver.h"
 #include "../memory/register.h"
-
-/* The caller's wait for ev: polls as plan.c does, then sleeps in the driver
- * (the context's scheduling policy, as the plain copy's own wait). */
-static CUresult await(CUevent ev) {
-    uint64_t t0 = pf_now_ns();
-    CUresult r;
-    while ((r = PF_CALL(cuEventQuery, ev)) == CUDA_ERROR_NOT_READY) {
-        if (pf_now_ns() - t0 > POLL_NS)
-            return PF_CALL(cuEventSynchronize, ev);
-        pf_relax();
-    }
-    return r;
-}
 
 /* The DMA and the wait for it, with an event of the stream's context. */
 static CUresult direct(const struct pf_xfer *x, CUcontext ctx) {
@@ -37,7 +23,7 @@ static CUresult direct(const struct pf_xfer *x, CUcontext ctx) {
     r = x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, x->host, x->bytes, x->stream)
                              : PF_CALL(cuMemcpyDtoHAsync_v2, x->host, x->dev, x->bytes, x->stream);
     if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS)
-        r = await(ev);
+        r = pf_event_await(ev);
     PF_CALL(cuEventDestroy_v2, ev);
     return r;
 }

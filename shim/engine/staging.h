@@ -142,6 +142,8 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,
  * in a forked child). */
 double pf_plan_polled_seconds(int reset);
+/* Waits for ev as a staged copy waits for its last DMA (plan.c). */
+CUresult pf_event_await(CUevent ev);
 
 /* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
  * rows), between the slot and the device side. */
