@@ -5,6 +5,9 @@
 // the buffer, docs/design.md), each direction with the process's CPU
 // seconds per GiB over them.  The device side holds the source after the
 // H2D copies, the host buffer the device's bytes after the D2H copies.
+// Then `reuse_free`: --cycles times, a new buffer copied H2D --reuse times
+// and freed, the copies and the free timed together: what registering a
+// buffer that is not copied again costs (--reuse at pinfast's threshold).
 #include "common.cuh"
 
 #include <sys/resource.h>
@@ -20,12 +23,15 @@ int main(int argc, char** argv) {
     bool pinned = a.flag("--pinned");
     uint64_t bytes = a.get_size("--bytes", 1ull << 30);
     int copies = (int)a.get_int("--copies", 10);
+    int cycles = (int)a.get_int("--cycles", 5);
+    int reuse = (int)a.get_int("--reuse", 2);
     a.done();
+    if (cycles < 1 || reuse < 1) die_usage("need --cycles >= 1 and --reuse >= 1");
     if (copies < 3) die_usage("need --copies >= 3");
 
     init_device();
     Report r("repeat", pinned);
-    r.params().integer("bytes", (long long)bytes).integer("copies", copies);
+    r.params().integer("bytes", (long long)bytes).integer("copies", copies).integer("cycles", cycles).integer("reuse", reuse);
     DevBuf dev(bytes);
     HostBuf host(bytes, pinned);
 
@@ -54,6 +60,26 @@ int main(int argc, char** argv) {
     memset(host.p, POISON, bytes);
     run("d2h", cudaMemcpyDeviceToHost, [&] { CK(cudaMemcpy(host.p, dev.p, bytes, cudaMemcpyDeviceToHost)); });
     check_pattern(host.p, bytes, seed, 0, "d2h");
+    host.release();
+
+    std::vector<double> cycle;
+    for (int c = 0; c < cycles; c++) {
+        HostBuf buf(bytes, pinned);
+        fill_pattern(buf.p, bytes, fresh_seed());
+        double t = 0;
+        for (int i = 0; i < reuse; i++) {
+            CK(cudaMemset(dev.p, POISON, bytes));
+            CK(cudaDeviceSynchronize());
+            double t0 = now_s();
+            CK(cudaMemcpy(dev.p, buf.p, bytes, cudaMemcpyHostToDevice));
+            t += now_s() - t0;
+            check_device_equals(dev.p, buf.p, bytes, "reuse_free");
+        }
+        double t0 = now_s();
+        buf.release();
+        cycle.push_back(t + now_s() - t0);
+    }
+    r.add("reuse_free", "H2D", bytes * (uint64_t)reuse, stats_of(cycle));
     r.print();
     return 0;
 }

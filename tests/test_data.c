@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GUARD 64
 
@@ -140,6 +141,79 @@ static void test_64mib(void **s)
     roundtrip(n, H_PAGEABLE, 0, NULL);
     roundtrip(n, H_PAGEABLE, 1, S);
     roundtrip(n, H_PINNED, 1, S);
+}
+
+/* 1 when the system gives huge pages to every anonymous fault, advised or
+ * not: then a byte touched near the destination brings its whole 2 MiB in. */
+static int thp_always(void)
+{
+    char buf[80] = {0};
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(buf, sizeof buf, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    return strstr(buf, "[always]") != NULL;
+}
+
+/* A D2H into memory mapped just before and never touched (what .cpu() and
+ * a checkpoint save write into), at a random offset past a 2 MiB boundary,
+ * sync and async: every byte arrives, the bytes around it are untouched, and
+ * the pages it does not reach stay out of memory (pinfast faults the
+ * destination in ahead of its copy, huge pages advised: never more). */
+static void test_fresh_destination(void **s)
+{
+    (void)s;
+    if (quick())
+        skip();
+    const size_t huge = 2u << 20, page = 4096;
+    for (int round = 0; round < 4; round++) {
+        size_t n = t_rand_range(16u << 20, 40u << 20), lead = huge + t_rand_range(1, huge - 1);
+        size_t span = lead + n + 3 * huge;
+        unsigned char *m = mmap(NULL, span + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        assert_true(m != MAP_FAILED);
+        unsigned char *base = (unsigned char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+        unsigned char *out = base + lead;
+        memset(out - GUARD, 0xA5, GUARD); /* the page before the destination: touched */
+        CUdeviceptr dev;
+        CK(D.MemAlloc(&dev, n));
+        uint64_t salt = t_rand();
+        unsigned char *src = malloc(n);
+        assert_non_null(src);
+        t_fill(src, n, salt);
+        CK(D.MemcpyHtoD(dev, src, n));
+        free(src);
+        if (round & 1) {
+            CK(D.MemcpyDtoHAsync(out, dev, n, S));
+            CK(D.StreamSynchronize(S));
+        } else {
+            CK(D.MemcpyDtoH(out, dev, n));
+        }
+        char what[96];
+        snprintf(what, sizeof what, "D2H of %zu bytes into fresh memory at +%zu", n, lead);
+        t_expect_fill(out, n, salt, what);
+        expect_poison(out - GUARD, GUARD, what);
+        unsigned char *end = out + n, *tail = (unsigned char *)(((uintptr_t)end + page - 1) & ~(uintptr_t)(page - 1));
+        for (unsigned char *q = end; q < tail; q++)
+            if (*q)
+                fail_msg("%s: byte %zu past the copy is not 0", what, (size_t)(q - end));
+        if (!thp_always()) { /* the untouched page before the guard and the pages past the copy's last */
+            unsigned char before = 0, after[3 * 512] = {0};
+            assert_int_equal(mincore(base, page, &before), 0);
+            size_t pages = (size_t)(m + span + huge - tail) / page;
+            if (pages > sizeof after)
+                pages = sizeof after;
+            assert_int_equal(mincore(tail, pages * page, after), 0);
+            if (before & 1)
+                fail_msg("%s: the page 2 MiB before it was brought into memory", what);
+            for (size_t i = 0; i < pages; i++)
+                if (after[i] & 1)
+                    fail_msg("%s: page %zu past its end was brought into memory", what, i);
+        }
+        CK(D.MemFree(dev));
+        munmap(m, span + huge);
+    }
 }
 
 /* Staged copies from a thread with a 128 KiB stack (musl's default, and
@@ -467,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_sizes_async),
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_64mib),
+        cmocka_unit_test(test_fresh_destination),
         cmocka_unit_test(test_small_stack),
         cmocka_unit_test(test_device_side),
         cmocka_unit_test(test_2d),

@@ -77,10 +77,20 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
         if (!nh) /* the landings' rest, as the plain driver would copy it */
             *result = PF_CALL(cuMemcpyDtoHAsync_v2, rest.host, rest.dev, rest.bytes, x->stream);
     }
+    struct pf_task populate[PF_POPULATE_TASKS];
+    int npop = 0;
     if (nh) {
         /* a fresh destination faults in 2 MiB at a time, each fault
-         * clearing its page: several tasks in one page would wait on it */
-        p.whole = x->dir == PF_DIR_D2H && !x->shape && pf_fresh_advise(rest.host, rest.bytes);
+         * clearing its page: the workers fault it in ahead of the copy,
+         * in order, while the first DMAs run; the copy's chunks are whole
+         * huge pages from the first */
+        char *lo;
+        size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_fresh_advise(rest.host, rest.bytes, &lo) : 0;
+        if (fresh) {
+            p.huge = 1;
+            p.ramp = p.chunk;
+            npop = pf_populate_cut(populate, lo, fresh);
+        }
         /* plain pageable H2D copies wait for the stream before reading the
          * source (something queued earlier may still write it) */
         if (x->dir == PF_DIR_H2D && !x->async)
@@ -98,6 +108,8 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
             *result = pf_plan_run(&p, h, nh, workers ? help_max : (size_t)-1);
             pf_workers_active(-1);
         }
+        for (int i = 0; i < npop; i++)
+            pf_task_wait(&populate[i]);
         pf_slots_release(c, h, nh);
     }
     if (tl)

@@ -3,6 +3,7 @@
  * chunk is ready. */
 #include "staging.h"
 #include "../driver/driver.h"
+#include "../memory/fresh.h"
 
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy
@@ -26,6 +27,11 @@ static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
         h->len = h->len < sh->width ? sh->width : h->len - h->len % sh->width;
         if (h->len > in_slice)
             h->len = in_slice;
+    }
+    if (p->huge) { /* a huge page in two chunks would be faulted by two tasks */
+        uintptr_t at = (uintptr_t)p->x->host + h->off, end = (at + h->len) & ~(uintptr_t)(PF_HUGE_PAGE - 1);
+        if (end > at)
+            h->len = end - at;
     }
     p->next += h->len;
     p->nchunks++;
@@ -67,6 +73,16 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
     return n;
 }
 
+int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len) {
+    size_t pages = len / PF_HUGE_PAGE, per = (pages + PF_POPULATE_TASKS - 1) / PF_POPULATE_TASKS;
+    int n = 0;
+    for (size_t k = 0; k < pages; k += per, n++)
+        tasks[n] = (struct pf_task){.dst = lo + k * PF_HUGE_PAGE, .src = NULL,
+                                    .len = (pages - k < per ? pages - k : per) * PF_HUGE_PAGE};
+    pf_task_submit(tasks, n);
+    return n;
+}
+
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct pf_plan *p, struct pf_chunk *h) {
@@ -74,9 +90,7 @@ static void split(const struct pf_plan *p, struct pf_chunk *h) {
     char *user = (char *)p->x->host + (sh ? pf_shape_at(sh, h->off / sh->width) : h->off);
     int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
-    size_t task = p->lean    ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS
-                  : p->whole ? h->len
-                             : pf_task_size(h->len);
+    size_t task = p->lean ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS : pf_task_size(h->len);
     h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind,
                                   task, sh, h2d);
 }

@@ -101,7 +101,7 @@ struct pf_plan {
     size_t next;           /* offset of the next chunk */
     enum pf_host_copy kind;
     int lean;              /* H2D paced: see LEAN_FROM */
-    int whole;             /* a chunk is one task: its destination faults in huge pages */
+    int huge;              /* D2H into a fresh destination: chunks end on its huge pages */
     /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
@@ -137,6 +137,10 @@ void pf_contexts_forked(void);
 size_t pf_task_size(size_t len);
 int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
                       enum pf_host_copy kind, size_t task, const struct pf_shape *shape, int h2d);
+/* Queues tasks faulting in [lo, lo+len), huge pages, ahead of a D2H into
+ * it; returns how many (at most PF_POPULATE_TASKS). */
+#define PF_POPULATE_TASKS 64
+int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,

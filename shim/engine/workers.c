@@ -2,6 +2,7 @@
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/options.h"
+#include "../memory/fresh.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -105,7 +106,10 @@ static void run_task(struct pf_task *t) {
     t->started_ns = t0;
     t->by = self;
     size_t dpitch = t->pitched_dst ? t->pitch : t->row, spitch = t->pitched_dst ? t->row : t->pitch;
-    pf_copy_rows(t->kind, t->dst, dpitch, t->src, spitch, t->row, t->len);
+    if (t->src)
+        pf_copy_rows(t->kind, t->dst, dpitch, t->src, spitch, t->row, t->len);
+    else
+        pf_fresh_populate(t->dst, t->len);
     t->ended_ns = pf_now_ns();
     __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     if (!self)

@@ -1,11 +1,10 @@
 /* Destinations never touched: a D2H into memory the program just got
  * (.cpu(), .numpy(), copy_to_host(), a checkpoint being saved) is bound by
  * page faults, one per 4 KiB page.  Advised MADV_HUGEPAGE first, the 2 MiB
- * aligned interior the copy writes whole faults in 2 MiB at a time: 1 GiB
- * from 12 threads moved 13.4 GB/s with 4 KiB pages and 25.4 with the advice
- * on the H100 machine, whose THP mode is madvise (issue 21's measurement).
- * The copy writes every byte of the interior, so the advice never makes the
- * program's memory larger than the copy does. */
+ * aligned interior the copy writes whole faults in 2 MiB at a time, and
+ * the engine has its workers fault it in ahead of the copy (docs/design.md,
+ * "Fresh destinations").  The copy writes every byte of the interior, so
+ * neither makes the program's memory larger than the copy does. */
 #include "fresh.h"
 #include "../base/options.h"
 
@@ -15,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_PAGE ((uintptr_t)PF_HUGE_PAGE)
 /* Smaller copies are faster without: 4 MiB into fresh memory 6.4 GB/s
  * without the advice, 5.0-5.8 with it; 16 MiB 10.0 without, 14.0 with
  * (docs/results/2026-11-24-h100-real-programs/programs.log) */
@@ -39,11 +38,21 @@ static int advice_helps(void) {
     return m == 1;
 }
 
-int pf_fresh_advise(void *p, size_t n) {
+size_t pf_fresh_advise(void *p, size_t n, char **interior) {
     uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
     unsigned char resident = 1;
+    *interior = NULL;
     if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() ||
         mincore((void *)lo, 4096, &resident) || (resident & 1))
         return 0; /* too small, not wanted, or already touched: not fresh */
-    return madvise((void *)lo, hi - lo, MADV_HUGEPAGE) == 0;
+    if (madvise((void *)lo, hi - lo, MADV_HUGEPAGE))
+        return 0;
+    *interior = (char *)lo;
+    return hi - lo;
 }
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void pf_fresh_populate(void *p, size_t n) { (void)madvise(p, n, MADV_POPULATE_WRITE); }
