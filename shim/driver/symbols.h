@@ -17,8 +17,12 @@
 #ifndef PINFAST_SYMBOLS_H
 #define PINFAST_SYMBOLS_H
 
-/* The copies; the report lists their families in this order. */
-#define PF_COPY_ENTRIES(X)                                                     \
+/* The copies; the report lists their families in this order.  Each part is
+ * expanded by its own file: one copy a call (entry/copy_entries.c), then
+ * the batches (entry/batch_entries.c). */
+#define PF_COPY_ENTRIES(X) PF_SINGLE_COPY_ENTRIES(X) PF_BATCH_ENTRIES(X)
+
+#define PF_SINGLE_COPY_ENTRIES(X)                                              \
     X(cuMemcpy, 1, LINEAR_ANY, 0, cuMemcpy)                                    \
     X(cuMemcpy, 0, LINEAR_ANY, 1, cuMemcpy_ptds)                               \
     X(cuMemcpyAsync, 1, LINEAR_ANY_ASYNC, 0, cuMemcpyAsync)                    \
@@ -56,7 +60,9 @@
     X(cuMemcpyHtoAAsync, 1, HTOA_ASYNC, 0, cuMemcpyHtoAAsync_v2)               \
     X(cuMemcpyHtoAAsync, 0, HTOA_ASYNC, 1, cuMemcpyHtoAAsync_v2_ptsz)          \
     X(cuMemcpyAtoHAsync, 1, ATOH_ASYNC, 0, cuMemcpyAtoHAsync_v2)               \
-    X(cuMemcpyAtoHAsync, 0, ATOH_ASYNC, 1, cuMemcpyAtoHAsync_v2_ptsz)          \
+    X(cuMemcpyAtoHAsync, 0, ATOH_ASYNC, 1, cuMemcpyAtoHAsync_v2_ptsz)
+
+#define PF_BATCH_ENTRIES(X)                                                    \
     X(cuMemcpyBatchAsync, 1, BATCH_V1, 0, cuMemcpyBatchAsync)                  \
     X(cuMemcpyBatchAsync, 0, BATCH_V1, 1, cuMemcpyBatchAsync_ptsz)             \
     X(cuMemcpyBatchAsync, 0, BATCH_V2, 0, cuMemcpyBatchAsync_v2)               \

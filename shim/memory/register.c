@@ -299,7 +299,8 @@ static int frees_seen(void) {
 struct pf_reg *pf_register_use(const void *host, size_t n) {
     const struct pf_options *o = pf_options();
     /* a smaller copy is only looked up: one inside a registration must not
-     * reach the driver as a plain copy (the guard in entry/copy_entries.c) */
+     * reach the driver as a plain copy (the guards in entry/copy_entries.c
+     * and entry/batch_entries.c) */
     int sight = o->reg && n >= o->reg_min && frees_seen();
     if (!n || (!sight && !pf_register_near(host, n)))
         return NULL;

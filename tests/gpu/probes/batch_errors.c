@@ -4,7 +4,7 @@
  * on the H100, session 12, call 5, the fake was brought to the driver's
  * answer on every line), which the equivalence test
  * (tests/test_batch.c) rests on; and what pinfast assumes of batches
- * (shim/entry/copy_entries.c): what failIdx holds after a success, which
+ * (shim/entry/batch_entries.c): what failIdx holds after a success, which
  * copies a refused batch moves, that a pageable source of stream order is
  * read in stream order and one of the other orders in the call, whether a
  * pageable D2H has landed when the call returns.  A line whose "fake"

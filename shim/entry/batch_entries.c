@@ -1,0 +1,402 @@
+/* The batch entry points (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync), made
+ * from the table (PF_BATCH_ENTRIES).  A batch has what it can of its
+ * copies staged (batch_stage), the others passed to the driver as one
+ * smaller batch; it is seen once by the observers (pf_observe_copy). */
+#include "copies.h"
+#include "../driver/capture.h"
+#include "../engine/engine.h"
+#include "../engine/shape.h"
+#include "../memory/pending.h"
+#include "../memory/register.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* A batch is one row of the report: its direction and kind if all copies
+ * agree, else mixed; staged when pinfast staged any of its copies. */
+struct batch {
+    struct pf_route route;
+    size_t bytes;
+    int n;
+};
+
+static void batch_add(struct batch *b, enum pf_mem sk, enum pf_mem dk, size_t bytes) {
+    struct pf_route r = pf_route_of(sk, dk);
+    if (b->n++ == 0)
+        b->route = r;
+    if (b->route.dir != r.dir)
+        b->route.dir = PF_DIR_MIXED;
+    if (b->route.host != r.host)
+        b->route.host = PF_MEM_MIXED;
+    b->bytes += bytes;
+}
+
+static struct batch linear_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count) {
+    struct batch b = {.route = {.dir = PF_DIR_MIXED, .host = PF_MEM_MIXED}};
+    for (size_t i = 0; dsts && srcs && sizes && i < count; i++)
+        batch_add(&b, pf_classify(srcs[i]), pf_classify(dsts[i]), sizes[i]);
+    return b;
+}
+
+/* Bytes as the extents give them: elements of 1 byte for pointer operands. */
+static struct batch batch3d(const CUDA_MEMCPY3D_BATCH_OP *ops, size_t count) {
+    struct batch b = {.route = {.dir = PF_DIR_MIXED, .host = PF_MEM_MIXED}};
+    for (size_t i = 0; ops && i < count; i++)
+        batch_add(&b, pf_route_operand(&ops[i].src), pf_route_operand(&ops[i].dst),
+                  ops[i].extent.width * ops[i].extent.height * ops[i].extent.depth);
+    return b;
+}
+
+/* One copy of a batch, and who moves it. */
+enum batch_to { TO_DRIVER, TO_ENGINE, TO_BOUNCE };
+struct batch_copy {
+    struct pf_xfer x;
+    struct pf_shape s; /* a pitched copy's (3D batches) */
+    enum batch_to to;
+};
+
+/* A batch as its wrapper has it: `stageable` says whether copy i is valid
+ * as far as pinfast can check (COPY_INVALID if not) and whether pinfast may
+ * take it (COPY_TAKE, with c->x and c->to set but the stream), `part` is the
+ * driver's own call of the same ABI for the copies idx[0..k) alone, built
+ * in `scratch` (room for every copy: `scratch_bytes` each), with failIdx
+ * `fail` (the 12.8 ABI; NULL for 13.0). */
+struct batch_abi {
+    void *args;
+    int (*stageable)(void *args, size_t i, struct batch_copy *c); /* COPY_* */
+    CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
+    size_t scratch_bytes;
+    CUstream stream;
+    void (*guard)(void *args, size_t i); /* before the driver sees copy i (memory/register.h) */
+};
+
+/* Before the driver sees the whole batch, well formed or not. */
+static void batch_guard_all(const struct batch_abi *b, size_t n, int valid) {
+    for (size_t i = 0; valid && pf_register_watching() && i < n; i++)
+        b->guard(b->args, i);
+}
+
+/* Source orders and flags pinfast knows the meaning of; with any other the
+ * driver answers.  Location hints change where a managed or HMM operand is
+ * moved, never what is copied: pinfast stages with any it knows. */
+static int order_known(CUmemcpySrcAccessOrder o, unsigned flags) {
+    return o >= CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && o <= CU_MEMCPY_SRC_ACCESS_ORDER_ANY &&
+           !(flags & ~(unsigned)CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE);
+}
+static int hint_known(CUmemLocation l) {
+    int n = 0;
+    if (l.type == CU_MEM_LOCATION_TYPE_DEVICE) /* H100: a device that does not exist is refused */
+        return l.id >= 0 && PF_CALL(cuDeviceGetCount, &n) == CUDA_SUCCESS && l.id < n;
+    return l.type >= CU_MEM_LOCATION_TYPE_INVALID && l.type <= CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+/* One side of a copy, valid as far as pinfast can tell: device memory
+ * lying in its allocations, or host memory (pageable or pinned) at an
+ * address other than NULL.  Managed or unknown memory pinfast cannot
+ * check: its batch goes to the driver. */
+static int side_valid(CUdeviceptr p, size_t span) {
+    switch (pf_classify(p)) {
+    case PF_MEM_DEVICE: return pf_route_device_range(p, span);
+    case PF_MEM_PAGEABLE: case PF_MEM_PINNED: case PF_MEM_PINFAST: return p != 0;
+    default: return 0;
+    }
+}
+
+/* A copy pinfast may take, by its route and source order: an H2D whose
+ * source is read in the call (DURING_API_CALL, ANY), as staging reads it.
+ * One of stream order (STREAM) stays with the driver; so do D2H copies:
+ * the driver does not wait for a batch's D2H into pageable memory (H100,
+ * session 12, call 5), and staging one would make the program wait. */
+static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
+    return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+}
+
+/* What `stageable` finds of a copy. */
+enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
+
+/* The driver's call for idx[0..k): its failIdx mapped back to the batch's. */
+static CUresult batch_driver(const struct batch_abi *b, void *scratch, const size_t *idx, size_t k, size_t *fail) {
+    size_t f = fail ? *fail : 0;
+    for (size_t j = 0; j < k && pf_register_watching(); j++)
+        b->guard(b->args, idx[j]);
+    CUresult r = b->part(b->args, scratch, idx, k, fail ? &f : NULL);
+    if (fail)
+        *fail = r && f < k ? idx[f] : f;
+    return r;
+}
+
+/* Stages what it can of a batch of n copies the wrapper found well formed:
+ * 1 when it took the batch (c->result is the call's), 0 when the whole
+ * batch goes to the driver untouched.  Every copy is checked before
+ * anything moves, and pinfast takes a batch only when it finds every copy
+ * valid: a refused batch has moved the copies before the one refused (H100,
+ * session 12, call 5), which only the driver can reproduce, so any doubt
+ * leaves the whole batch to the driver (codes, failIdx and bytes its own).
+ * Under a capture the driver refuses batches (900, H100): they pass
+ * through, unlooked at.  The copies pinfast does not take go to the driver
+ * first, as one smaller batch: its answer is the whole batch's (copies have
+ * no order within a batch, and all were found valid), failIdx mapped back.  On the 12.8 ABI one copy always
+ * goes to the driver, so that failIdx gets what the driver writes there
+ * on success.  A copy the engine then declines (no slot free) goes to the
+ * driver after the staged ones. */
+static int batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t *fail, int v1) {
+    CUstreamCaptureStatus cs;
+    if (!pf_options()->stage || b->stream == CU_STREAM_LEGACY || (v1 && !fail) || pf_capturing() ||
+        PF_CALL(cuStreamIsCapturing, b->stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return 0;
+    struct batch_copy *bc = calloc(n, sizeof *bc);
+    size_t *idx = malloc(2 * n * sizeof *idx);
+    void *scratch = malloc(n * b->scratch_bytes);
+    size_t nd = 0, ns = 0, small = 0;
+    int valid = 1;
+    for (size_t i = 0; bc && idx && scratch && valid && i < n; i++) {
+        uint64_t mark[2];
+        bc[i].x.stream = b->stream;
+        bc[i].x.async = 1;
+        int k = b->stageable(b->args, i, &bc[i]);
+        valid = k != COPY_INVALID;
+        if (k == COPY_TAKE && pf_route_confirm(&bc[i].x, 0, mark)) {
+            small = ns++ && bc[small].x.bytes <= bc[i].x.bytes ? small : i;
+        } else {
+            bc[i].to = TO_DRIVER;
+            idx[nd++] = i;
+        }
+    }
+    int took = bc && idx && scratch && valid && ns;
+    if (took) {
+        if (v1 && !nd) {
+            bc[small].to = TO_DRIVER;
+            idx[nd++] = small;
+        }
+        c->result = nd ? batch_driver(b, scratch, idx, nd, fail) : CUDA_SUCCESS;
+        size_t *declined = idx + n, nk = 0;
+        for (size_t i = 0; i < n && !c->result; i++) {
+            CUresult r = CUDA_SUCCESS;
+            const struct pf_timeline *chunks;
+            if (bc[i].to == TO_DRIVER)
+                continue;
+            if (!(bc[i].to == TO_BOUNCE ? pf_engine_bounce(&bc[i].x, &r) : pf_engine_copy(&bc[i].x, &r, &chunks))) {
+                declined[nk++] = i;
+                continue;
+            }
+            if (c->path != PF_PATH_STAGED)
+                c->path = bc[i].to == TO_BOUNCE ? PF_PATH_BOUNCED : PF_PATH_STAGED;
+            c->result = r;
+            if (r && fail) /* a staging error is the copy's */
+                *fail = i;
+        }
+        if (!c->result && nk)
+            c->result = batch_driver(b, scratch, declined, nk, fail);
+    }
+    free(bc);
+    free(idx);
+    free(scratch);
+    return took;
+}
+
+/* A linear batch's arguments. */
+struct linear_args {
+    CUdeviceptr *d, *s;
+    size_t *z, n;
+    CUmemcpyAttributes *a;
+    size_t *ai, na;
+    CUstream st; /* the program's */
+};
+
+/* Well formed as the documentation asks: every array, count and numAttrs
+ * (1 to count), attrsIdxs from 0 and increasing below count; every source
+ * order and flag one pinfast knows.  Anything else goes to the driver. */
+static int linear_valid(const struct linear_args *b) {
+    if (!b->n || !b->d || !b->s || !b->z || !b->a || !b->ai || !b->na || b->na > b->n || b->ai[0])
+        return 0;
+    for (size_t k = 0; k < b->na; k++)
+        if ((k && b->ai[k] <= b->ai[k - 1]) || b->ai[k] >= b->n || !order_known(b->a[k].srcAccessOrder, b->a[k].flags) ||
+            !hint_known(b->a[k].srcLocHint) || !hint_known(b->a[k].dstLocHint))
+            return 0;
+    return 1;
+}
+
+/* The entry of attrs that copy i has: the last starting at or before it. */
+static size_t attr_of(const struct linear_args *b, size_t i) {
+    size_t lo = 0, hi = b->na;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        *(b->ai[mid] <= i ? &lo : &hi) = mid;
+    }
+    return lo;
+}
+
+/* A copy of 0 bytes is refused (H100), as is one with a side past its
+ * allocation or NULL. */
+static int linear_stageable(void *args, size_t i, struct batch_copy *c) {
+    const struct linear_args *b = args;
+    if (!b->z[i] || !side_valid(b->s[i], b->z[i]) || !side_valid(b->d[i], b->z[i]))
+        return COPY_INVALID;
+    struct pf_route rt = pf_route_linear(b->d[i], b->s[i], b->z[i], PF_MEM_OPEN, PF_MEM_OPEN, 1);
+    if (!(rt.stage || rt.bounce) || !batch_takes(rt, b->a[attr_of(b, i)].srcAccessOrder))
+        return COPY_DRIVER;
+    c->x.dir = rt.dir;
+    c->x.dev = rt.dir == PF_DIR_H2D ? b->d[i] : b->s[i];
+    c->x.host = (void *)(rt.dir == PF_DIR_H2D ? b->s[i] : b->d[i]);
+    c->x.bytes = b->z[i];
+    c->to = rt.bounce ? TO_BOUNCE : TO_ENGINE;
+    return COPY_TAKE;
+}
+
+static void linear_guard(void *args, size_t i) {
+    const struct linear_args *b = args;
+    pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]);
+    pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]);
+}
+
+/* The room a copy takes in a part of a linear batch (linear_part). */
+struct linear_copy {
+    CUdeviceptr d, s;
+    size_t z, ai;
+    CUmemcpyAttributes a;
+};
+
+/* The copies idx[0..k) as a batch of their own, in scratch, each with its
+ * attributes. */
+static struct linear_args linear_part(const struct linear_args *b, void *scratch, const size_t *idx, size_t k) {
+    CUdeviceptr *d = scratch, *s = d + k;
+    size_t *z = (size_t *)(s + k), *ai = z + k;
+    CUmemcpyAttributes *a = (CUmemcpyAttributes *)(ai + k);
+    struct linear_args o = {.d = d, .s = s, .z = z, .n = k, .a = a, .ai = ai, .st = b->st};
+    for (size_t j = 0, last = SIZE_MAX; j < k; j++) {
+        size_t i = idx[j], at = attr_of(b, i);
+        d[j] = b->d[i], s[j] = b->s[i], z[j] = b->z[i];
+        if (at != last)
+            a[o.na] = b->a[at], ai[o.na++] = j, last = at;
+    }
+    return o;
+}
+
+/* A 3D batch's arguments. */
+struct ops_args {
+    CUDA_MEMCPY3D_BATCH_OP *ops;
+    CUstream st; /* the program's */
+};
+
+/* Pointer operands only (a batch with an array passes through), made into
+ * a 3D copy of unified pointers: rows rowLength bytes apart (0: the width),
+ * layers layerHeight rows (0: the height); shape.c checks it as any 3D
+ * copy.  Valid: a whole extent, rowLength and layerHeight 0 or at least the
+ * extent, each side in its memory (side_valid). */
+static int op_stageable(void *args, size_t i, struct batch_copy *c) {
+    const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
+    const CUextent3D *e = &o->extent;
+    if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+        !order_known(o->srcAccessOrder, o->flags) || !hint_known(o->src.op.ptr.locHint) ||
+        !hint_known(o->dst.op.ptr.locHint) || !e->width || !e->height || !e->depth)
+        return COPY_INVALID;
+    CUDA_MEMCPY3D m = {
+        .srcMemoryType = CU_MEMORYTYPE_UNIFIED, .srcDevice = o->src.op.ptr.ptr,
+        .srcPitch = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width,
+        .srcHeight = o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : e->height,
+        .dstMemoryType = CU_MEMORYTYPE_UNIFIED, .dstDevice = o->dst.op.ptr.ptr,
+        .dstPitch = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : e->width,
+        .dstHeight = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height,
+        .WidthInBytes = e->width, .Height = e->height, .Depth = e->depth,
+    };
+    if (m.srcPitch < e->width || m.dstPitch < e->width || m.srcHeight < e->height || m.dstHeight < e->height)
+        return COPY_INVALID;
+    size_t rows = (e->depth - 1) * m.srcHeight + e->height - 1, drows = (e->depth - 1) * m.dstHeight + e->height - 1;
+    if (!side_valid(m.srcDevice, rows * m.srcPitch + e->width) || !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
+        return COPY_INVALID;
+    struct pf_route rt = SHAPE_ROUTE(&m);
+    c->to = TO_ENGINE;
+    if (!pf_route_stages(rt, bytes_3d(&m)) || !batch_takes(rt, o->srcAccessOrder))
+        return COPY_DRIVER;
+    return pf_shape_3d(&m, rt, &c->x, &c->s) ? COPY_TAKE : COPY_INVALID;
+}
+
+static void op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
+    if (o->type == CU_MEMCPY_OPERAND_TYPE_POINTER)
+        pf_guard_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
+                      o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
+                      o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
+}
+static void op_guard(void *args, size_t i) {
+    const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
+    op_guard_side(&o->src, &o->extent);
+    op_guard_side(&o->dst, &o->extent);
+}
+
+static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch, const size_t *idx, size_t k) {
+    CUDA_MEMCPY3D_BATCH_OP *p = scratch;
+    for (size_t j = 0; j < k; j++)
+        p[j] = b->ops[idx[j]];
+    return p;
+}
+
+/* The body of a batch's wrapper: `valid` says the batch is well formed,
+ * `args` its arguments for `stageable` and `part` (the driver's call for a
+ * part of it). */
+#define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, scratch, n, st, fail, v1, call) \
+    do {                                                                       \
+        if (!pf_enter())                                                       \
+            return call;                                                       \
+        pf_pending_wait(NULL, (size_t)-1);                                     \
+        struct batch b_ = describe;                                            \
+        struct pf_copy_seen c_;                                                \
+        int noted_ = 0;                                                        \
+        pf_observe_start(&c_, PF_API_##family, b_.bytes, 1);                   \
+        c_.dir = b_.route.dir;                                                 \
+        c_.host = b_.route.host;                                               \
+        c_.path = PF_PATH_PASSTHROUGH;                                         \
+        __typeof__(args) a_ = args;                                            \
+        struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard}; \
+        int valid_ = valid;                                                    \
+        FINISH(valid_ && batch_stage(&c_, &abi_, n, fail, v1), b_.bytes,       \
+               batch_guard_all(&abi_, n, valid_), call);                      \
+    } while (0)
+
+/* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's
+ * call for a part of the batch. */
+#define LINEAR_ARGS ((struct linear_args){d, s, z, n, a, ai, na, st})
+#define WRAP_BATCH_V1(family, ptds, sym)                                       \
+    static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
+        struct linear_args o = linear_part(b, scratch, idx, k);                \
+        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, fail, o.st);   \
+    }                                                                          \
+    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n,   \
+                        CUmemcpyAttributes *a, size_t *ai, size_t na, size_t *fail, CUstream st) { \
+        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, \
+                sym##_part, linear_guard, sizeof(struct linear_copy), n, st, fail, 1,        \
+                PF_CALL(sym, d, s, z, n, a, ai, na, fail, st));                \
+    }
+#define WRAP_BATCH_V2(family, ptds, sym)                                       \
+    static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
+        struct linear_args o = linear_part(b, scratch, idx, k);                \
+        (void)fail;                                                            \
+        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, o.st);        \
+    }                                                                          \
+    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n,   \
+                        CUmemcpyAttributes *a, size_t *ai, size_t na, CUstream st) { \
+        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, \
+                sym##_part, linear_guard, sizeof(struct linear_copy), n, st, NULL, 0,        \
+                PF_CALL(sym, d, s, z, n, a, ai, na, st));                      \
+    }
+/* flags must be 0: any other goes to the driver */
+#define OPS_ARGS ((struct ops_args){ops, st})
+#define WRAP_BATCH3D_V1(family, ptds, sym)                                     \
+    static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
+        return PF_CALL(sym, k, ops_part(b, scratch, idx, k), fail, 0, ((struct ops_args *)b)->st); \
+    }                                                                          \
+    PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long f, \
+                        CUstream st) {                                         \
+        BATCHED(family, ptds, batch3d(ops, n), n && ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+                sizeof *ops, n, st, fail, 1, PF_CALL(sym, n, ops, fail, f, st)); \
+    }
+#define WRAP_BATCH3D_V2(family, ptds, sym)                                     \
+    static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
+        (void)fail;                                                            \
+        return PF_CALL(sym, k, ops_part(b, scratch, idx, k), 0, ((struct ops_args *)b)->st); \
+    }                                                                          \
+    PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long f, CUstream st) { \
+        BATCHED(family, ptds, batch3d(ops, n), n && ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+                sizeof *ops, n, st, NULL, 0, PF_CALL(sym, n, ops, f, st)); \
+    }
+
+PF_BATCH_ENTRIES(PF_WRAP)

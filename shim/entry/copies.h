@@ -1,0 +1,60 @@
+/* What the two files of copy wrappers share: copy_entries.c (one copy a
+ * call) and batch_entries.c (batches), the only ones that include it, so
+ * that a batch's copy is routed, counted and guarded as a lone copy is. */
+#ifndef PINFAST_COPIES_H
+#define PINFAST_COPIES_H
+
+#include "entry.h"
+#include "../engine/route.h"
+#include "../observe/nvtx.h"
+
+#include <stddef.h>
+
+/* The stream a call runs on, as an explicit handle, so that the engine can
+ * use the legacy-flavour functions for both flavours of caller. */
+static inline CUstream explicit_stream(CUstream s, int ptds) {
+    if (s)
+        return s;
+    return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+}
+
+/* A wrapper's end: the driver's own `call` unless the engine took the copy
+ * (`taken`, which fills c_ and noted_), then the observers.  Before the
+ * driver sees pageable memory, `guard` undoes pinfast's registrations over
+ * the bytes it touches (memory/register.h). */
+#define FINISH(taken, n, guard, call)                                          \
+    if (!(taken)) {                                                            \
+        if (c_.host == PF_MEM_PAGEABLE || c_.host == PF_MEM_MIXED)             \
+            guard;                                                             \
+        noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);             \
+        c_.result = call;                                                      \
+        pf_nvtx_pop(noted_);                                                   \
+    }                                                                          \
+    pf_observe_copy(&c_);                                                      \
+    return (CUresult)c_.result
+
+/* A 2D/3D copy's route from its descriptor p, which the caller checked:
+ * without one the driver gives the error. */
+#define SHAPE_ROUTE(p)                                                         \
+    pf_route_of(pf_route_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice), \
+                pf_route_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice))
+
+/* 2D and 3D: the bytes the report counts (overflowing extents: the driver
+ * refuses them, and they count 0). */
+static inline size_t bytes_2d(const CUDA_MEMCPY2D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) ? 0 : n;
+}
+static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
+    size_t n;
+    return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
+}
+
+/* The host bytes one side of a 2D/3D copy touches, from its first row to
+ * the end of its last, handed to pf_register_guard (overflowing extents:
+ * to the end of the address space).  In copy_entries.c; hidden, as all of
+ * the library but its PF_API wrappers. */
+void pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                   size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth);
+
+#endif
