@@ -86,7 +86,7 @@ static void rebound(void) {
     uintptr_t lo = UINTPTR_MAX, hi = 0, rlo = UINTPTR_MAX, rhi = 0;
     for (int i = 0; i < top; i++) {
         const struct pf_reg *g = &slots[i];
-        if (g->state != FREE && g->state != GONE) {
+        if (g->state != FREE) { /* GONE too: a drop over it waits for its retirement */
             lo = g->base < lo ? g->base : lo;
             hi = g->end > hi ? g->end : hi;
         }
