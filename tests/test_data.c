@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "t.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,6 +535,34 @@ static void test_mapped(void **s)
     free(o);
 }
 
+/* Blocks copied again and again (pinfast's cache registers them), then
+ * freed: no registration outlives free(), wherever the program's free goes
+ * (valgrind's memcheck replaces pinfast's too: nothing may be registered
+ * there), and the blocks malloc gives next move their own bytes. */
+static void test_freed_blocks(void **s)
+{
+    (void)s;
+    long (*registered)(void);
+    *(void **)&registered = dlsym(drv_libcuda(), "fakecuda_registered");
+    assert_non_null(registered);
+    long before = registered();
+    size_t n = t_rand_range(2 << 20, 3 << 20);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, n));
+    for (int round = 0; round < 3; round++) {
+        unsigned char *h = malloc(n), *o = malloc(n);
+        assert_non_null(h);
+        assert_non_null(o);
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(t_round_trip(h, o, d, n), 0);
+        free(h);
+        free(o);
+        if (registered() != before)
+            fail_msg("round %d: %ld registration(s) outlived free()", round, registered() - before);
+    }
+    CK(D.MemFree(d));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -549,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch3d),
         cmocka_unit_test(test_mapped),
+        cmocka_unit_test(test_freed_blocks),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -65,6 +65,8 @@ static void drop_block(void *p) {
 }
 
 PF_API void free(void *p) {
+    if (!p && __atomic_load_n(&pf_register_probe_, __ATOMIC_RELAXED)) /* it reached pinfast */
+        __atomic_store_n(&pf_register_probe_, 2, __ATOMIC_RELAXED);
     drop_block(p);
     REAL(free, __libc_free)(p);
 }

@@ -86,7 +86,7 @@ static void rebound(void) {
     uintptr_t lo = UINTPTR_MAX, hi = 0, rlo = UINTPTR_MAX, rhi = 0;
     for (int i = 0; i < top; i++) {
         const struct pf_reg *g = &slots[i];
-        if (g->state != FREE && g->state != GONE) {
+        if (g->state != FREE) { /* GONE too: a drop over it waits for its retirement */
             lo = g->base < lo ? g->base : lo;
             hi = g->end > hi ? g->end : hi;
         }
@@ -279,18 +279,31 @@ static int registering(struct pf_reg *g, CUcontext ctx) {
     return 0;
 }
 
+int pf_register_probe_;
+
 /* Whether the program's free() is pinfast's (entry/vm_entries.c), which
  * alone sees heap blocks freed: a sanitizer's malloc, or one preloaded
  * before pinfast, frees and reuses memory unseen, and then nothing may be
- * registered. */
+ * registered.  First in the symbol tables is not enough: valgrind's
+ * memcheck redirects every object's free, pinfast's included, so a call of
+ * free(NULL) must be seen to land in it. */
 static int frees_seen(void) {
     static int seen = -1;
     int s = __atomic_load_n(&seen, __ATOMIC_RELAXED);
     if (s < 0) {
         s = pf_dynsym_own_first("free");
+        if (s) {
+            void (*volatile f)(void *) = free; /* not inlined: the call as the program makes it */
+            pthread_mutex_lock(&lock);
+            __atomic_store_n(&pf_register_probe_, 1, __ATOMIC_RELAXED);
+            f(NULL);
+            s = __atomic_load_n(&pf_register_probe_, __ATOMIC_RELAXED) == 2;
+            __atomic_store_n(&pf_register_probe_, 0, __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&lock);
+        }
         if (!s)
-            pf_msg(PF_INFO, "free() is not pinfast's (a sanitizer's, or a malloc preloaded before "
-                            "it): no registrations");
+            pf_msg(PF_INFO, "free() does not reach pinfast's (a sanitizer's or valgrind's, or a malloc "
+                            "preloaded before it): no registrations");
         __atomic_store_n(&seen, s, __ATOMIC_RELAXED);
     }
     return s;

@@ -30,6 +30,10 @@ static inline int pf_register_watching(void) {
     return __atomic_load_n(&pf_register_watch_, __ATOMIC_RELAXED) != 0;
 }
 
+/* 1 while the cache asks whether free(NULL) reaches pinfast's free, which
+ * then sets it to 2 (entry/vm_entries.c). */
+extern int pf_register_probe_;
+
 /* Whether [p, p+n) may meet a registration: the fast test before a lookup. */
 extern uintptr_t pf_register_lo_, pf_register_hi_;
 static inline int pf_register_near(const void *p, size_t n) {

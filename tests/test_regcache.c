@@ -1,0 +1,333 @@
+/* test_regcache: the registration cache (shim/memory/register.c, linked in
+ * here) driven from many threads at once, so that ThreadSanitizer and
+ * AddressSanitizer check its locking, which the preloaded tests cannot do
+ * there (the sanitizer's free comes first: nothing is registered).  Its
+ * driver is a stub that keeps the registrations in a table of its own and
+ * checks what a real driver would not report: no two registrations share a
+ * page, a copy the cache says is registered finds its bytes registered for
+ * its whole length, nothing is unregistered while a copy through it runs
+ * or unregistered twice.  Each thread copies from random ranges of its own
+ * heap blocks, frees them (the drop free() makes, then free), undoes them
+ * as a copy passed through, an madvise or a fork would, and asks whether
+ * the cache owns addresses, with random sizes and bytes; registrations are
+ * capped low, so that threads evict each other's.  After each drop the
+ * block's own pages must be registered no more. */
+#include "t.h"
+#include "base/options.h"
+#include "driver/driver.h"
+#include "memory/register.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE ((uintptr_t)4096)
+#define THREADS 6
+#define BLOCKS 3
+#define MIN_COPY ((size_t)8 << 10)   /* PINFAST_REGISTER_MIN here */
+#define MAX_BLOCK ((size_t)160 << 10)
+
+/* ---- what register.c needs of the rest of the shim -------------------------------- */
+struct pf_options pf_options_parsed = {.reg = 1, .reg_min = MIN_COPY, .reg_after = 2,
+                                       .reg_max = (size_t)512 << 10 /* a few blocks: eviction */};
+int pf_options_ready = 1;
+const struct pf_options *pf_options_load(void) { return &pf_options_parsed; }
+CUstreamCaptureMode pf_capture_relax(void) { return CU_STREAM_CAPTURE_MODE_RELAXED; }
+void pf_capture_restore(CUstreamCaptureMode mode) { (void)mode; }
+int pf_dynsym_own_first(const char *name) { (void)name; return 1; }
+void *pf_real_table[PF_NSYMBOLS];
+
+/* The cache asks whether free(NULL) reaches pinfast's free (entry/vm_entries.c):
+ * here free is wrapped (-Wl,--wrap=free) to answer as pinfast's does. */
+void __real_free(void *p);
+void __wrap_free(void *p)
+{
+    if (!p && __atomic_load_n(&pf_register_probe_, __ATOMIC_RELAXED))
+        __atomic_store_n(&pf_register_probe_, 2, __ATOMIC_RELAXED);
+    __real_free(p);
+}
+
+/* ---- failures, kept by the threads (cmocka may only fail on the main one) --------- */
+static atomic_int failures;
+static char first_failure[256];
+
+static void failed(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void failed(const char *fmt, ...)
+{
+    if (atomic_fetch_add(&failures, 1))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(first_failure, sizeof first_failure, fmt, ap);
+    va_end(ap);
+}
+
+/* xorshift64*, one per thread (t_rand's state is the main thread's) */
+static __thread uint64_t rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 2685821657736338717ULL;
+}
+
+static size_t rnd_range(size_t lo, size_t hi) { return lo + (size_t)(rnd() % (hi - lo + 1)); }
+
+/* ---- the stub driver: a table of registrations ------------------------------------ */
+struct stub_reg { uintptr_t lo, hi; int users; };
+
+static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stub_reg stub[1024];
+static int nstub;
+static atomic_long registers, unregisters;
+
+/* A few microseconds to a yield: the cache drops its lock around each call */
+static void dawdle(void)
+{
+    if (rnd() & 1)
+        sched_yield();
+    else
+        for (volatile int i = (int)(rnd() % 2000); i > 0; i--)
+            ;
+}
+
+static CUresult stub_ctx_get(CUcontext *ctx)
+{
+    *ctx = (CUcontext)(uintptr_t)0x1000;
+    return CUDA_SUCCESS;
+}
+
+static CUresult stub_ctx_push(CUcontext ctx) { (void)ctx; return CUDA_SUCCESS; }
+static CUresult stub_ctx_pop(CUcontext *ctx) { (void)ctx; return CUDA_SUCCESS; }
+
+static CUresult stub_register(void *p, size_t n, unsigned flags)
+{
+    (void)flags;
+    uintptr_t lo = (uintptr_t)p & ~(PAGE - 1), hi = ((uintptr_t)p + n + PAGE - 1) & ~(PAGE - 1);
+    dawdle();
+    if (rnd() % 16 == 0) /* the locked-memory limit, say */
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub && !r; i++)
+        if (stub[i].lo < hi && lo < stub[i].hi) {
+            failed("%p+%zu registered over %#lx-%#lx, which shares a page", p, n, stub[i].lo, stub[i].hi);
+            r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    if (!r && nstub == (int)(sizeof stub / sizeof stub[0]))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!r)
+        stub[nstub++] = (struct stub_reg){lo, hi, 0};
+    pthread_mutex_unlock(&stub_lock);
+    if (!r)
+        atomic_fetch_add(&registers, 1);
+    return r;
+}
+
+static CUresult stub_unregister(void *p)
+{
+    dawdle();
+    CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub; i++)
+        if (stub[i].lo == (uintptr_t)p) {
+            if (stub[i].users)
+                failed("%p unregistered while %d copies ran through it", p, stub[i].users);
+            stub[i] = stub[--nstub];
+            r = CUDA_SUCCESS;
+            break;
+        }
+    pthread_mutex_unlock(&stub_lock);
+    if (r)
+        failed("%p unregistered, but not registered", p);
+    else
+        atomic_fetch_add(&unregisters, 1);
+    return r;
+}
+
+/* A copy through a registration the cache gave: it must hold all of
+ * [lo, hi); d: +1 at the copy's start, -1 at its end. */
+static void stub_copy(uintptr_t lo, uintptr_t hi, int d)
+{
+    int found = 0;
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub && !found; i++)
+        if (stub[i].lo <= lo && hi <= stub[i].hi) {
+            stub[i].users += d;
+            found = 1;
+        }
+    pthread_mutex_unlock(&stub_lock);
+    if (!found)
+        failed("a copy of %#lx-%#lx through the cache, but it is not registered", lo, hi);
+}
+
+/* Whether a registration meets [lo, hi) */
+static int stub_meets(uintptr_t lo, uintptr_t hi)
+{
+    int meets = 0;
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub && !meets; i++)
+        meets = stub[i].lo < hi && lo < stub[i].hi;
+    pthread_mutex_unlock(&stub_lock);
+    return meets;
+}
+
+/* ---- the program: threads copying, freeing and undoing their own blocks ------------ */
+struct block { unsigned char *p; size_t n; uint8_t salt; };
+
+static uint8_t byte_at(const struct block *b, size_t i) { return (uint8_t)(b->salt + i * 131 + (i >> 9)); }
+
+static void block_new(struct block *b)
+{
+    b->n = rnd_range(MIN_COPY, MAX_BLOCK) | 1;
+    b->p = malloc(b->n);
+    if (!b->p)
+        abort();
+    b->salt = (uint8_t)rnd();
+    for (size_t i = 0; i < b->n; i++)
+        b->p[i] = byte_at(b, i);
+}
+
+/* The pages only b's own copies can have registered: its first and last
+ * may be shared with a neighbour's registration. */
+static void own_pages(const struct block *b, uintptr_t lo, uintptr_t hi, uintptr_t *plo, uintptr_t *phi)
+{
+    uintptr_t first = ((uintptr_t)b->p + PAGE - 1) & ~(PAGE - 1), last = ((uintptr_t)b->p + b->n) & ~(PAGE - 1);
+    *plo = lo > first ? lo : first;
+    *phi = hi < last ? hi : last;
+}
+
+static void expect_undone(const struct block *b, uintptr_t lo, uintptr_t hi, const char *how)
+{
+    uintptr_t plo, phi;
+    own_pages(b, lo, hi, &plo, &phi);
+    if (plo < phi && stub_meets(plo, phi))
+        failed("%s of %#lx-%#lx returned, but its pages are still registered", how, lo, hi);
+}
+
+/* A copy of [off, off+len) of b: through a registration when the cache
+ * has one (checked by the stub while it runs), else "staged".  Half read
+ * (H2D: the bytes must be b's), half write (D2H: b gets new bytes). */
+static void copy(struct block *b, size_t off, size_t len)
+{
+    struct pf_reg *g = pf_register_use(b->p + off, len);
+    uintptr_t lo = (uintptr_t)b->p + off, hi = lo + len;
+    if (g)
+        stub_copy(lo, hi, 1);
+    if (rnd() & 1) {
+        for (size_t i = off; i < off + len; i++)
+            if (b->p[i] != byte_at(b, i)) {
+                failed("byte %zu of a block of %zu is wrong", i, b->n);
+                break;
+            }
+    } else {
+        if (off == 0 && len == b->n)
+            b->salt = (uint8_t)rnd();
+        for (size_t i = off; i < off + len; i++)
+            b->p[i] = byte_at(b, i);
+    }
+    if (g) {
+        dawdle();
+        stub_copy(lo, hi, -1);
+        pf_register_done(g, len);
+    }
+}
+
+struct worker { uint64_t seed; int ops; };
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    rng = w->seed;
+    struct block b[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++)
+        block_new(&b[i]);
+    for (int op = 0; op < w->ops && !atomic_load(&failures); op++) {
+        struct block *k = &b[rnd() % BLOCKS];
+        size_t off = rnd_range(0, k->n - 1), len = rnd_range(1, k->n - off);
+        unsigned what = (unsigned)(rnd() % 100);
+        if (what < 50) {        /* the whole block, again and again: registered */
+            copy(k, 0, k->n);
+        } else if (what < 65) { /* a part: inside a registration, or a sighting */
+            copy(k, off, len);
+        } else if (what < 78) { /* free(): the drop entry/vm_entries.c makes, then free */
+            uintptr_t lo = (uintptr_t)k->p, hi = lo + k->n;
+            pf_register_drop(lo, hi, PF_REGISTER_FREED);
+            expect_undone(k, lo, hi, "free");
+            free(k->p);
+            block_new(k);
+        } else if (what < 88) { /* a copy passed to the driver as it is */
+            uintptr_t lo = (uintptr_t)k->p + off;
+            pf_register_guard((void *)lo, len);
+            expect_undone(k, lo, lo + len, "a guard");
+        } else if (what < 93) { /* madvise(MADV_DONTNEED) over a part */
+            uintptr_t lo = (uintptr_t)k->p + off;
+            pf_register_drop(lo, lo + len, PF_REGISTER_UNMAPPED);
+            expect_undone(k, lo, lo + len, "an unmap");
+        } else if (what < 98) { /* classify.c: its own pages only shrink meanwhile */
+            uintptr_t a = (uintptr_t)k->p + off, plo, phi;
+            own_pages(k, a, a + 1, &plo, &phi);
+            int owns = pf_register_owns(a);
+            if (plo < phi && stub_meets(plo, phi) && !owns)
+                failed("%#lx is registered, but the cache does not own it", a);
+        } else if (what < 99) { /* fork(): everything, while the others copy */
+            pf_register_drop(0, UINTPTR_MAX, PF_REGISTER_UNMAPPED);
+        } else { /* the report, read while the others work */
+            struct pf_register_stats st;
+            pf_register_stats(&st);
+        }
+    }
+    for (int i = 0; i < BLOCKS; i++) {
+        uintptr_t lo = (uintptr_t)b[i].p;
+        pf_register_drop(lo, lo + b[i].n, PF_REGISTER_FREED);
+        free(b[i].p);
+    }
+    return NULL;
+}
+
+static void test_threads(void **s)
+{
+    (void)s;
+    pf_real_table[PF_S_cuCtxGetCurrent] = (void *)stub_ctx_get;
+    pf_real_table[PF_S_cuCtxPushCurrent_v2] = (void *)stub_ctx_push;
+    pf_real_table[PF_S_cuCtxPopCurrent_v2] = (void *)stub_ctx_pop;
+    pf_real_table[PF_S_cuMemHostRegister_v2] = (void *)stub_register;
+    pf_real_table[PF_S_cuMemHostUnregister] = (void *)stub_unregister;
+    struct worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (struct worker){.seed = t_rand() | 1, .ops = 1500};
+        assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    if (atomic_load(&failures))
+        fail_msg("%d failure(s), the first: %s", atomic_load(&failures), first_failure);
+    struct pf_register_stats st;
+    pf_register_stats(&st);
+    print_message("registered %llu, refused %llu, dropped %llu, evicted %llu, guarded %llu; "
+                  "%llu copies through them\n", st.registered, st.refused, st.dropped, st.evicted,
+                  st.guarded, st.copies);
+    /* every block freed: nothing registered, every registration undone once */
+    assert_int_equal(nstub, 0);
+    assert_int_equal(st.live, 0);
+    assert_int_equal(atomic_load(&registers), atomic_load(&unregisters));
+    assert_int_equal((long)st.registered, atomic_load(&registers));
+    /* the run did what it is for */
+    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0);
+}
+
+int main(void)
+{
+    t_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
