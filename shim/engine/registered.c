@@ -9,22 +9,44 @@
 #include "../driver/driver.h"
 #include "../memory/register.h"
 
+/* An event of c's for one copy: a spare one, or made (in c, made current). */
+static CUresult take_event(struct pf_context *c, CUevent *ev) {
+    *ev = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nspare)
+        *ev = c->spare[--c->nspare];
+    pthread_mutex_unlock(&c->lock);
+    if (*ev)
+        return CUDA_SUCCESS;
+    int pushed = pf_context_enter(c->handle);
+    CUresult r = PF_CALL(cuEventCreate, ev, CU_EVENT_DISABLE_TIMING);
+    pf_context_leave(pushed);
+    return r;
+}
+
+/* Keeps ev for the next copy, if there is room and it did not fail. */
+static void give_event(struct pf_context *c, CUevent ev, CUresult r) {
+    pthread_mutex_lock(&c->lock);
+    if (r == CUDA_SUCCESS && c->nspare < SPARE_EVENTS) {
+        c->spare[c->nspare++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ev)
+        PF_CALL(cuEventDestroy_v2, ev);
+}
+
 /* The DMA and the wait for it, with an event of the stream's context. */
-static CUresult direct(const struct pf_xfer *x, CUcontext ctx) {
-    CUcontext cur = NULL;
-    int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
-                 PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
+static CUresult direct(const struct pf_xfer *x, struct pf_context *c) {
     CUevent ev;
-    CUresult r = PF_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
-    if (pushed)
-        PF_CALL(cuCtxPopCurrent_v2, &cur);
+    CUresult r = take_event(c, &ev);
     if (r != CUDA_SUCCESS)
         return r;
     r = x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, x->host, x->bytes, x->stream)
                              : PF_CALL(cuMemcpyDtoHAsync_v2, x->host, x->dev, x->bytes, x->stream);
     if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS)
         r = pf_event_await(ev);
-    PF_CALL(cuEventDestroy_v2, ev);
+    give_event(c, ev, r);
     return r;
 }
 
@@ -42,7 +64,7 @@ int pf_registered_copy(const struct pf_xfer *x, CUresult *result) {
         pf_register_done(g, 0);
         return -1;
     }
-    *result = direct(x, c->handle);
+    *result = direct(x, c);
     pf_register_done(g, *result == CUDA_SUCCESS ? x->bytes : 0);
     return 1;
 }

@@ -47,6 +47,8 @@
  * sleeps in the driver: a copy queued behind a long kernel must not cost a
  * core more than the plain driver's own wait. */
 #define POLL_NS 200000u
+/* Events a context keeps for registered copies: one per thread copying at once. */
+#define SPARE_EVENTS 8
 
 struct pf_slot {
     char *mem;
@@ -71,6 +73,8 @@ struct pf_context {
     int slotted;       /* the slots were made (or could not be) */
     struct pf_slot slots[MAX_SLOTS];
     struct pf_bounce bounce;
+    CUevent spare[SPARE_EVENTS]; /* registered copies' events, kept for the next (lock held) */
+    int nspare;
 };
 
 enum { IDLE, COPYING, DMA };
