@@ -6,12 +6,19 @@
  * checks what a real driver would not report: no two registrations share a
  * page, a copy the cache says is registered finds its bytes registered for
  * its whole length, nothing is unregistered while a copy through it runs
- * or unregistered twice.  Each thread copies from random ranges of its own
- * heap blocks, frees them (the drop free() makes, then free), undoes them
+ * or unregistered twice, nor a block freed (the real free) while a
+ * registration holds its pages.  The cache registers, and unregisters freed
+ * blocks, on a thread of its own (the registrar), and the stub's
+ * registration is slow: drops and frees race it.  Each thread copies from
+ * random ranges of its own heap blocks, frees them (as free() does: handed
+ * to the registrar, or dropped and freed at once), undoes them
  * as a copy passed through, an madvise or a fork would, and asks whether
  * the cache owns addresses, with random sizes and bytes; registrations are
- * capped low, so that threads evict each other's.  After each drop the
- * block's own pages must be registered no more. */
+ * capped low, so that threads evict each other's.  After each drop, and
+ * when a block is really freed, the block's own pages must be registered
+ * no more.  Single-threaded cases hold the stub's registration until told
+ * (`gate`): a copy meanwhile is staged, a free returns at once, a drop
+ * waits, and the block is freed only after its unregistration. */
 #include "t.h"
 #include "base/options.h"
 #include "driver/driver.h"
@@ -22,8 +29,11 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define PAGE ((uintptr_t)4096)
 #define THREADS 6
@@ -71,6 +81,8 @@ static __thread uint64_t rng;
 
 static uint64_t rnd(void)
 {
+    if (!rng) /* a thread of the cache's */
+        rng = (uint64_t)(uintptr_t)&rng | 1;
     rng ^= rng >> 12;
     rng ^= rng << 25;
     rng ^= rng >> 27;
@@ -106,13 +118,37 @@ static CUresult stub_ctx_get(CUcontext *ctx)
 static CUresult stub_ctx_push(CUcontext ctx) { (void)ctx; return CUDA_SUCCESS; }
 static CUresult stub_ctx_pop(CUcontext *ctx) { (void)ctx; return CUDA_SUCCESS; }
 
+/* The single-threaded cases hold registrations here until the gate opens
+ * (5 s at most). */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static int gated, in_register;
+
+static void gate_wait(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    in_register = 1;
+    pthread_cond_broadcast(&gate_cv);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    while (gated && pthread_cond_timedwait(&gate_cv, &gate_lock, &until) == 0)
+        ;
+    in_register = 0;
+    pthread_mutex_unlock(&gate_lock);
+}
+
 static CUresult stub_register(void *p, size_t n, unsigned flags)
 {
     (void)flags;
     uintptr_t lo = (uintptr_t)p & ~(PAGE - 1), hi = ((uintptr_t)p + n + PAGE - 1) & ~(PAGE - 1);
-    dawdle();
-    if (rnd() % 16 == 0) /* the locked-memory limit, say */
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (__atomic_load_n(&gated, __ATOMIC_ACQUIRE)) {
+        gate_wait();
+    } else {
+        usleep((useconds_t)rnd_range(20, 300)); /* registering is slow */
+        if (rnd() % 16 == 0) /* the locked-memory limit, say */
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub && !r; i++)
@@ -178,6 +214,29 @@ static int stub_meets(uintptr_t lo, uintptr_t hi)
     return meets;
 }
 
+/* The real free of a block the cache gave back: none of its own pages may
+ * be registered any more. */
+static atomic_long released;
+
+static void stub_free(void *p)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + malloc_usable_size(p);
+    uintptr_t first = (lo + PAGE - 1) & ~(PAGE - 1), last = hi & ~(PAGE - 1);
+    if (first < last && stub_meets(first, last))
+        failed("%#lx-%#lx really freed while registered", lo, hi);
+    free(p);
+    atomic_fetch_add(&released, 1);
+}
+
+/* free() of pinfast's (entry/vm_entries.c) */
+static void program_free(void *p)
+{
+    if (!pf_register_free(p, (uintptr_t)p + malloc_usable_size(p), stub_free))
+        stub_free(p);
+}
+
+static atomic_long freed;
+
 /* ---- the program: threads copying, freeing and undoing their own blocks ------------ */
 struct block { unsigned char *p; size_t n; uint8_t salt; };
 
@@ -216,7 +275,8 @@ static void expect_undone(const struct block *b, uintptr_t lo, uintptr_t hi, con
  * (H2D: the bytes must be b's), half write (D2H: b gets new bytes). */
 static void copy(struct block *b, size_t off, size_t len)
 {
-    struct pf_reg *g = pf_register_use(b->p + off, len);
+    int busy;
+    struct pf_reg *g = pf_register_use(b->p + off, len, &busy);
     uintptr_t lo = (uintptr_t)b->p + off, hi = lo + len;
     if (g)
         stub_copy(lo, hi, 1);
@@ -256,11 +316,9 @@ static void *work(void *arg)
             copy(k, 0, k->n);
         } else if (what < 65) { /* a part: inside a registration, or a sighting */
             copy(k, off, len);
-        } else if (what < 78) { /* free(): the drop entry/vm_entries.c makes, then free */
-            uintptr_t lo = (uintptr_t)k->p, hi = lo + k->n;
-            pf_register_drop(lo, hi, PF_REGISTER_FREED);
-            expect_undone(k, lo, hi, "free");
-            free(k->p);
+        } else if (what < 78) { /* free() */
+            program_free(k->p);
+            atomic_fetch_add(&freed, 1);
             block_new(k);
         } else if (what < 88) { /* a copy passed to the driver as it is */
             uintptr_t lo = (uintptr_t)k->p + off;
@@ -284,14 +342,19 @@ static void *work(void *arg)
         }
     }
     for (int i = 0; i < BLOCKS; i++) {
-        uintptr_t lo = (uintptr_t)b[i].p;
-        pf_register_drop(lo, lo + b[i].n, PF_REGISTER_FREED);
-        free(b[i].p);
+        program_free(b[i].p);
+        atomic_fetch_add(&freed, 1);
     }
     return NULL;
 }
 
-static void test_threads(void **s)
+static int all_released(void *arg)
+{
+    (void)arg;
+    return atomic_load(&released) == atomic_load(&freed);
+}
+
+static int setup(void **s)
 {
     (void)s;
     pf_real_table[PF_S_cuCtxGetCurrent] = (void *)stub_ctx_get;
@@ -299,6 +362,18 @@ static void test_threads(void **s)
     pf_real_table[PF_S_cuCtxPopCurrent_v2] = (void *)stub_ctx_pop;
     pf_real_table[PF_S_cuMemHostRegister_v2] = (void *)stub_register;
     pf_real_table[PF_S_cuMemHostUnregister] = (void *)stub_unregister;
+    return 0;
+}
+
+static void expect_no_failure(void)
+{
+    if (atomic_load(&failures))
+        fail_msg("%d failure(s), the first: %s", atomic_load(&failures), first_failure);
+}
+
+static void test_threads(void **s)
+{
+    (void)s;
     struct worker w[THREADS];
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) {
@@ -307,20 +382,126 @@ static void test_threads(void **s)
     }
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
-    if (atomic_load(&failures))
-        fail_msg("%d failure(s), the first: %s", atomic_load(&failures), first_failure);
+    if (!t_await(all_released, NULL))
+        fail_msg("%ld of %ld freed blocks not released", atomic_load(&freed) - atomic_load(&released),
+                 atomic_load(&freed));
+    expect_no_failure();
     struct pf_register_stats st;
     pf_register_stats(&st);
-    print_message("registered %llu, refused %llu, dropped %llu, evicted %llu, guarded %llu; "
-                  "%llu copies through them\n", st.registered, st.refused, st.dropped, st.evicted,
-                  st.guarded, st.copies);
+    print_message("registered %llu, refused %llu, dropped %llu, evicted %llu, guarded %llu, frees deferred "
+                  "%llu; %llu copies through them\n", st.registered, st.refused, st.dropped, st.evicted,
+                  st.guarded, st.deferred, st.copies);
     /* every block freed: nothing registered, every registration undone once */
     assert_int_equal(nstub, 0);
     assert_int_equal(st.live, 0);
     assert_int_equal(atomic_load(&registers), atomic_load(&unregisters));
     assert_int_equal((long)st.registered, atomic_load(&registers));
     /* the run did what it is for */
-    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0);
+    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0 && st.deferred > 0);
+}
+
+/* ---- one thread, the registration held at the gate ------------------------------------ */
+static void gate(int closed)
+{
+    pthread_mutex_lock(&gate_lock);
+    __atomic_store_n(&gated, closed, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static int registering_now(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&gate_lock);
+    int now = in_register;
+    pthread_mutex_unlock(&gate_lock);
+    return now;
+}
+
+/* Two copies of the n bytes at p, both staged: the second hands the range
+ * to the registrar, which is held at the gate. */
+static void make_due(unsigned char *p, size_t n)
+{
+    gate(1);
+    int busy;
+    assert_null(pf_register_use(p, n, &busy));
+    assert_false(busy);
+    assert_null(pf_register_use(p, n, &busy));
+    assert_true(busy);
+    assert_true(t_await(registering_now, NULL));
+    assert_null(pf_register_use(p, n, &busy)); /* while it is registered: staged */
+    assert_true(busy);
+    assert_null(pf_register_use(p + PAGE, 64, &busy)); /* even a small copy */
+    assert_true(busy);
+}
+
+static int direct_now(void *p)
+{
+    int busy;
+    struct pf_reg *g = pf_register_use(p, MAX_BLOCK, &busy);
+    if (g)
+        pf_register_done(g, MAX_BLOCK);
+    return g != NULL;
+}
+
+static int released_to(void *want) { return atomic_load(&released) >= *(long *)want; }
+
+/* free() of a block being registered returns at once; the registrar ends
+ * the registration, unregisters it, and only then frees the block (stub_free
+ * checks). */
+static void test_free_while_registering(void **s)
+{
+    (void)s;
+    long before = atomic_load(&released), want = before + 1;
+    unsigned char *p = malloc(MAX_BLOCK);
+    assert_non_null(p);
+    make_due(p, MAX_BLOCK);
+    assert_int_equal(pf_register_free(p, (uintptr_t)p + malloc_usable_size(p), stub_free), 1);
+    assert_true(registering_now(NULL)); /* free() did not wait for it */
+    assert_int_equal(atomic_load(&released), before);
+    gate(0);
+    assert_true(t_await(released_to, &want));
+    expect_no_failure();
+    assert_int_equal(nstub, 0);
+}
+
+struct dropping { uintptr_t lo, hi; atomic_int done; };
+
+static void *drop_range(void *arg)
+{
+    struct dropping *d = arg;
+    pf_register_drop(d->lo, d->hi, PF_REGISTER_UNMAPPED);
+    atomic_store(&d->done, 1);
+    return NULL;
+}
+
+/* A range becomes direct only once the registrar is done; an unmap of a
+ * range being registered waits for the registration, then undoes it. */
+static void test_drop_while_registering(void **s)
+{
+    (void)s;
+    /* whole pages: no page of one is the other's */
+    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK), *q = aligned_alloc(PAGE, MAX_BLOCK);
+    assert_true(p && q);
+    make_due(p, MAX_BLOCK);
+    gate(0);
+    assert_true(t_await(direct_now, p));
+    make_due(q, MAX_BLOCK);
+    struct dropping d = {.lo = (uintptr_t)q, .hi = (uintptr_t)q + MAX_BLOCK};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, drop_range, &d), 0);
+    usleep(50 * 1000);
+    assert_false(atomic_load(&d.done)); /* waiting for the registration */
+    gate(0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    uintptr_t first = (d.lo + PAGE - 1) & ~(PAGE - 1), last = d.hi & ~(PAGE - 1);
+    assert_false(stub_meets(first, last));
+    long want = atomic_load(&released) + 2;
+    program_free(p);
+    program_free(q);
+    assert_true(t_await(released_to, &want));
+    expect_no_failure();
+    assert_int_equal(nstub, 0);
 }
 
 int main(void)
@@ -328,6 +509,8 @@ int main(void)
     t_seed();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_free_while_registering),
+        cmocka_unit_test(test_drop_while_registering),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -9,7 +9,11 @@
  * the program's own registrations get the driver's answers, asynchronous
  * copies through a registration keep the pageable copies' host semantics,
  * threads copy and free at once, a forked child and exit() leave nothing
- * registered.  Runs plain (the same expectations) and under pinfast. */
+ * registered.  pinfast registers on a thread of its own, and unregisters
+ * freed blocks there: the cases wait for it, and check that a range being
+ * registered is staged meanwhile, that munmap, madvise and fork of one wait
+ * for it, and that a freed block is not given out again while registered.
+ * Runs plain (the same expectations) and under pinfast. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -24,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
@@ -56,6 +61,28 @@ static long registered(void)
     return fn();
 }
 
+/* Whether the driver holds p registered. */
+static int registered_at(void *p)
+{
+    static int (*fn)(const void *);
+    if (!fn)
+        *(void **)&fn = dlsym(drv_libcuda(), "fakecuda_registered_at");
+    assert_non_null(fn);
+    return fn(p);
+}
+
+static int none_registered(void *arg)
+{
+    (void)arg;
+    return !registered();
+}
+
+static int any_registered(void *arg)
+{
+    (void)arg;
+    return registered() > 0;
+}
+
 static int setup(void **state)
 {
     CUstream other;
@@ -81,12 +108,13 @@ static void round_trip(unsigned char *r, size_t n, const char *what)
     t_expect_fill(r, n, b, what);
 }
 
-/* Three round trips: under pinfast, r is registered now. */
+/* Three round trips: under pinfast, r is registered by then, or soon
+ * after (the registrar's), the copies meanwhile staged. */
 static void make_registered(unsigned char *r, size_t n)
 {
     for (int i = 0; i < 3; i++)
         round_trip(r, n, "a range copied again and again");
-    if (t_pinfast() && OWN_MALLOC && registered() < 1)
+    if (t_pinfast() && OWN_MALLOC && !t_await((int (*)(void *))registered_at, r))
         fail_msg("a range copied three times was not registered");
 }
 
@@ -106,6 +134,31 @@ static void expect_dropped(const char *call, int own_malloc)
     long n = registered();
     if (t_pinfast() && own_malloc && n)
         fail_msg("%s: %ld registration(s) outlived it", call, n);
+}
+
+/* After free(): the registrar unregisters the block, then frees it. */
+static void expect_released(const char *call)
+{
+    if (t_pinfast() && OWN_MALLOC && !t_await(none_registered, NULL))
+        fail_msg("%s: %ld registration(s) outlived it by seconds", call, registered());
+}
+
+/* malloc(n) after a block of n bytes at r was freed, until it gives r's
+ * memory again (for a second at most): it must not be registered any more
+ * then. */
+static unsigned char *malloc_again(uintptr_t r, size_t n)
+{
+    struct timespec nap = {0, 100 * 1000};
+    unsigned char *q = malloc(n);
+    for (int i = 0; i < 10000 && q && (uintptr_t)q != r; i++) {
+        free(q);
+        nanosleep(&nap, NULL);
+        q = malloc(n);
+    }
+    assert_non_null(q);
+    if ((uintptr_t)q == r && registered_at(q))
+        fail_msg("malloc gave a freed block's memory again while it was still registered");
+    return q;
 }
 
 static unsigned char *map(void *at, size_t n)
@@ -128,10 +181,10 @@ static void test_free_mmapped(void **s)
         unsigned char *r = malloc(n);
         assert_non_null(r);
         make_registered(r, n);
+        uintptr_t was = (uintptr_t)r;
         free(r);
-        expect_dropped("free", OWN_MALLOC);
-        unsigned char *q = malloc(n); /* most often at the same address */
-        assert_non_null(q);
+        unsigned char *q = malloc_again(was, n);
+        expect_released("free");
         round_trip(q, n, "new memory after free");
         free(q);
     }
@@ -148,10 +201,10 @@ static void test_free_heap(void **s)
         unsigned char *r = malloc(N);
         assert_non_null(r);
         make_registered(r, N);
+        uintptr_t was = (uintptr_t)r;
         free(r);
-        expect_dropped("free (heap)", OWN_MALLOC);
-        unsigned char *q = malloc(N);
-        assert_non_null(q);
+        unsigned char *q = malloc_again(was, N);
+        expect_released("free (heap)");
         round_trip(q, N, "new heap memory after free");
         free(q);
     }
@@ -270,6 +323,31 @@ static void test_brk(void **s)
     assert_ptr_equal(sbrk(-(intptr_t)grow), old + grow);
     mallopt(M_TOP_PAD, 128 * 1024);
     mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
+
+/* ---- ranges the registrar is registering ------------------------------------------ */
+/* A round trip makes r due (its 2nd sighting): the registrar registers it
+ * while the next round trip runs (staged meanwhile: its bytes are checked);
+ * then its memory goes: munmap and madvise wait for the registration and
+ * undo it before returning. */
+static void test_while_registering(void **s)
+{
+    (void)s;
+    for (int round = 0; round < 6; round++) {
+        unsigned char *r = map(NULL, N);
+        round_trip(r, N, "a range becoming due");
+        round_trip(r, N, "a range being registered");
+        if (round & 1) {
+            assert_int_equal(munmap(r, N), 0);
+            expect_dropped("munmap while registering", 1);
+            r = map(r, N);
+        } else {
+            assert_int_equal(madvise(r, N, MADV_DONTNEED), 0);
+            expect_dropped("madvise while registering", 1);
+        }
+        round_trip(r, N, "new memory after a range being registered went");
+        munmap(r, N);
+    }
 }
 
 /* ---- the program's own registrations ---------------------------------------------- */
@@ -442,15 +520,15 @@ static void test_threads(void **s)
         CK(D.MemFree(w[i].dev));
         CK(D.MemFreeHost(w[i].pinned));
     }
-    expect_dropped("every block freed", OWN_MALLOC);
+    expect_released("every block freed");
 }
 
 /* ---- fork and exit ------------------------------------------------------------------ */
-static void test_fork(void **s)
+/* fork(): the parent's registrations are undone first (`call` checks), the
+ * child has none and r's bytes (salt), and writes and frees its own copy;
+ * the parent's r keeps its bytes. */
+static void fork_and_check(unsigned char *r, uint64_t salt, const char *call)
 {
-    (void)s;
-    uint64_t salt;
-    unsigned char *r = registered_block(&salt);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (!pid) {
@@ -460,20 +538,44 @@ static void test_fork(void **s)
         if (!t_check_fill(r, N, salt, &bad))
             _exit(42);
         memset(r, 0x77, N); /* the child's own copy */
+        free(r);
         _exit(0);
     }
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
-    expect_dropped("fork (in the parent)", 1);
+    expect_dropped(call, 1);
     t_expect_fill(r, N, salt, "the parent's memory after the child wrote its own");
+}
+
+static void test_fork(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(&salt);
+    fork_and_check(r, salt, "fork (in the parent)");
     CK(D.MemcpyHtoD(dev, r, N));
     t_poison(pinned, N);
     CK(D.MemcpyDtoH(pinned, dev, N));
     t_expect_fill(pinned, N, salt, "the parent's H2D after fork");
     make_registered(r, N);
     free(r);
+}
+
+/* fork() as the registrar registers: the parent waits for it and undoes it. */
+static void test_fork_registering(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    round_trip(r, N, "a range becoming due");
+    uint64_t salt = t_rand();
+    t_fill(r, N, salt);
+    fork_and_check(r, salt, "fork while registering (in the parent)");
+    make_registered(r, N);
+    free(r);
+    expect_released("free after fork");
 }
 
 /* The child of test_exit: registers a range, then exits; its first atexit
@@ -496,8 +598,12 @@ static int exit_child(void)
     for (int i = 0; i < 3; i++)
         if (t_round_trip(h, o, d, N))
             return 46;
-    if (t_pinfast() && OWN_MALLOC && !registered())
+    if (t_pinfast() && OWN_MALLOC && !t_await(any_registered, NULL))
         return 47;
+    /* freed just before exit: the registrar has them still, the exit
+     * handler unregisters and frees them */
+    free(h);
+    free(o);
     exit(0);
 }
 
@@ -523,11 +629,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mmap_fixed),
         cmocka_unit_test(test_shmdt),
         cmocka_unit_test(test_brk),
+        cmocka_unit_test(test_while_registering),
         cmocka_unit_test(test_own_registrations),
         cmocka_unit_test(test_async),
         cmocka_unit_test(test_passed_through),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_fork_registering),
         cmocka_unit_test(test_exit),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -81,7 +81,7 @@ static const struct option table[] = {
     {"PINFAST_REGISTER_MIN", K_SIZE, F(reg_min), "1M", 4 * KiB, 1LL << 50, NULL,
      "smaller copies are never registered"},
     {"PINFAST_REGISTER_AFTER", K_INT, F(reg_after), "2", 1, 1000, NULL,
-     "a range is registered at its Nth copy"},
+     "a range is registered after its Nth copy, by a background thread"},
 };
 
 struct pf_options pf_options_parsed;

@@ -28,6 +28,7 @@ enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO 
 struct pf_register_stats {
     unsigned long long registered, refused, dropped, evicted; /* registrations */
     unsigned long long guarded; /* undone for a copy passed to the driver as it is */
+    unsigned long long deferred; /* frees of registered blocks left to the registrar */
     unsigned long long copies, bytes;                         /* through them */
     unsigned long long live, live_bytes, peak_bytes;
     double register_seconds; /* spent in cuMemHostRegister/Unregister */

@@ -58,8 +58,9 @@ void pf_engine_stats(struct pf_engine_stats *out);
 
 /* The copy through a registration of its host range (memory/register.h),
  * as host-synchronous as the plain pageable copy: 1 when made; 0 when no
- * registration holds the range; -1 when one does but the copy must be
- * staged (an asynchronous H2D behind work on its stream). */
+ * registration holds the range; -1 when the copy must be staged: one does
+ * but it is an asynchronous H2D behind work on its stream, or one is being
+ * made (even a copy too small to stage is staged then). */
 int pf_registered_copy(const struct pf_xfer *x, CUresult *result);
 
 /* The context was destroyed: its slots went with it. */

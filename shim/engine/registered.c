@@ -54,9 +54,10 @@ int pf_registered_copy(const struct pf_xfer *x, CUresult *result) {
     if (x->shape) /* its host rows are pitched: staged */
         return 0;
     struct pf_context *c = pf_context_of(x->stream, 0);
-    struct pf_reg *g = c ? pf_register_use(x->host, x->bytes) : NULL;
-    if (!g)
-        return 0;
+    int busy = 0;
+    struct pf_reg *g = c ? pf_register_use(x->host, x->bytes, &busy) : NULL;
+    if (!g) /* being registered: staged, even a copy too small to stage */
+        return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier
      * work on its stream ends; waiting for the registered copy would wait
      * for that work too: such a copy is staged unless the stream is idle */

@@ -5,10 +5,10 @@
 #include "cpushare.h"
 #include "../base/message.h"
 #include "../base/options.h"
+#include "../base/signals.h"
 
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -45,10 +45,8 @@ static int wanted(int contexts) {
 /* Under grow_lock: starts workers until `want` run. */
 static void grow(int want) {
     int n = __atomic_load_n(&pf_workers_started_, __ATOMIC_RELAXED);
-    /* workers take no signals: the program's handlers run on its own threads */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    sigset_t old;
+    pf_signals_block(&old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

@@ -2,6 +2,8 @@
  * pinfast's registrations (memory/register.h) over it are dropped BEFORE
  * the real call: once it returns, the address may be the program's new
  * memory, and a copy through a late registration would move the old pages.
+ * free() of a block holding registrations returns at once: the registrar
+ * thread unregisters it and only then makes the real call.
  * free and realloc cover what malloc gives back by itself (glibc unmaps
  * large blocks and trims its heaps internally, calling no exported
  * function), since it gives back only memory the program freed first.
@@ -55,30 +57,35 @@ static void drop(const void *p, size_t n) {
 }
 
 /* A heap block about to be freed or moved: its extent as the allocator
- * gives it. */
-static void drop_block(void *p) {
+ * gives it.  With `release` (a free), a block holding registrations goes to
+ * the registrar, which unregisters it and only then releases it: 1 then. */
+static int drop_block(void *p, void (*release)(void *)) {
     if (!p || !pf_register_watching())
-        return;
+        return 0;
     size_t (*usable)(void *) = REAL(malloc_usable_size, malloc_usable_size);
-    uintptr_t lo = (uintptr_t)p, hi = lo + usable(p);
-    pf_register_drop(lo, hi > lo ? hi : lo + 1, PF_REGISTER_FREED);
+    uintptr_t hi = (uintptr_t)p + usable(p);
+    return pf_register_free(p, hi > (uintptr_t)p ? hi : (uintptr_t)p + 1, release);
 }
 
 PF_API void free(void *p) {
     if (!p && __atomic_load_n(&pf_register_probe_, __ATOMIC_RELAXED)) /* it reached pinfast */
         __atomic_store_n(&pf_register_probe_, 2, __ATOMIC_RELAXED);
-    drop_block(p);
-    REAL(free, __libc_free)(p);
+    void (*release)(void *) = REAL(free, __libc_free);
+    if (!drop_block(p, release))
+        release(p);
 }
 
+/* Inline: the real realloc may keep, shrink or move the block, and frees
+ * the old one itself; deferring would mean making every move a malloc, a
+ * copy and a free of pinfast's. */
 PF_API void *realloc(void *p, size_t n) {
-    drop_block(p);
+    drop_block(p, NULL);
     return REAL(realloc, __libc_realloc)(p, n);
 }
 
 /* glibc's reallocarray reallocates without calling the exported realloc. */
 PF_API void *reallocarray(void *p, size_t m, size_t n) {
-    drop_block(p);
+    drop_block(p, NULL);
     return REAL(reallocarray, __libc_reallocarray)(p, m, n);
 }
 

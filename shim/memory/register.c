@@ -5,12 +5,15 @@
  * copies of at least PINFAST_REGISTER_MIN and by the hooks only when their
  * range meets the table's bounds.  A registration is never unregistered
  * while a copy through it runs: copies hold a reference, and a drop waits
- * for them. */
+ * for them.  Registering and the unregistering a free() asks for are the
+ * registrar's, one background thread: neither is paid in the program's
+ * copy or free (docs/design.md says why). */
 #include "register.h"
 #include "../base/clock.h"
 #include "../base/dynsym.h"
 #include "../base/message.h"
 #include "../base/options.h"
+#include "../base/signals.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
 
@@ -23,14 +26,21 @@
  * room.  The free() hook scans them all when a block meets the bounds. */
 #define SLOTS 256
 #define MAX_LIVE (SLOTS / 2)
+/* Frees handed to the registrar at most (and PINFAST_REGISTER_MAX bytes):
+ * past them free() unregisters inline. */
+#define QUEUE 64
 
-enum state { FREE, SEEN, REFUSED, LIVE, GONE };
+/* DUE: waiting for the registrar.  LIVE: registered, or being registered
+ * while `registered` is 0.  GONE: left the table, unregistered by whoever
+ * marked it or, `deferred`, by whoever first drops over it. */
+enum state { FREE, SEEN, DUE, REFUSED, LIVE, GONE };
 
 struct pf_reg {
     uintptr_t base, end; /* the pages */
     uintptr_t lo, hi;    /* the bytes copies used: what free() must meet */
     enum state state;
     int registered;      /* the driver holds it (LIVE or GONE) */
+    int deferred;        /* GONE by a free() left to the registrar */
     int refs;            /* copies through it under way, and its registering */
     unsigned count;      /* sightings */
     uint64_t last;       /* the last sighting or use (LRU) */
@@ -42,12 +52,20 @@ static struct pf_reg slots[SLOTS];
 static int top; /* slots past this one have never been used: scans stop here */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER; /* the registrar's */
 static uintptr_t bound_lo = UINTPTR_MAX, bound_hi; /* of SEEN, REFUSED and LIVE extents */
-uintptr_t pf_register_lo_ = UINTPTR_MAX, pf_register_hi_; /* of registered extents */
+uintptr_t pf_register_lo_ = UINTPTR_MAX, pf_register_hi_; /* of registered extents, and due */
 static uint64_t clock_;
 static int nlive;
 static size_t live_bytes, peak_bytes, cap_bytes;
 static int atexit_done, warned;
+static enum { NONE, STARTING, RUNNING, STOPPED } registrar_state;
+static pthread_t registrar_thread;
+/* Blocks the program freed, handed to the registrar: released (the real
+ * free) once nothing over their bytes is registered. */
+static struct deferred { void *p; uintptr_t lo, hi; void (*release)(void *); } queue[QUEUE];
+static int qhead, qlen;
+static size_t qbytes;
 static struct pf_register_stats stats;
 static uint64_t register_ticks;
 int pf_register_watch_;
@@ -90,7 +108,9 @@ static void rebound(void) {
             lo = g->base < lo ? g->base : lo;
             hi = g->end > hi ? g->end : hi;
         }
-        if (g->state == LIVE || g->state == GONE) { /* GONE: registered until retired */
+        /* GONE: registered until retired; DUE: the registrar registers it
+         * any time now, so that a guard must cancel it */
+        if (g->state == LIVE || g->state == GONE || g->state == DUE) {
             rlo = g->base < rlo ? g->base : rlo;
             rhi = g->end > rhi ? g->end : rhi;
         }
@@ -113,53 +133,70 @@ static void retire_mark(struct pf_reg *g) {
     }
 }
 
+/* Registers g's pages (`reg`) or unregisters them, in g's context,
+ * relaxed: a capture on another thread must not be invalidated by it (lock
+ * held; dropped meanwhile). */
+static CUresult driver(struct pf_reg *g, int reg) {
+    pthread_mutex_unlock(&lock);
+    uint64_t t0 = pf_ticks();
+    CUstreamCaptureMode mode = pf_capture_relax();
+    CUcontext cur = NULL;
+    int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != g->ctx &&
+                 PF_CALL(cuCtxPushCurrent_v2, g->ctx) == CUDA_SUCCESS;
+    in_driver = 1;
+    CUresult r = reg ? PF_CALL(cuMemHostRegister_v2, (void *)g->base, g->end - g->base, CU_MEMHOSTREGISTER_PORTABLE)
+                     : PF_CALL(cuMemHostUnregister, (void *)g->base);
+    in_driver = 0;
+    if (pushed)
+        PF_CALL(cuCtxPopCurrent_v2, &cur);
+    pf_capture_restore(mode);
+    pthread_mutex_lock(&lock);
+    register_ticks += pf_ticks_since(t0);
+    return r;
+}
+
 /* Unregisters g, once the copies through it ended (lock held; dropped
- * meanwhile).  In its own context, relaxed: a capture on another thread
- * must not be invalidated by it. */
+ * meanwhile). */
 static void retire(struct pf_reg *g) {
     while (g->refs)
         pthread_cond_wait(&released, &lock);
-    if (g->registered) {
-        pthread_mutex_unlock(&lock);
-        uint64_t t0 = pf_ticks();
-        CUstreamCaptureMode mode = pf_capture_relax();
-        CUcontext cur = NULL;
-        int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != g->ctx &&
-                     PF_CALL(cuCtxPushCurrent_v2, g->ctx) == CUDA_SUCCESS;
-        in_driver = 1;
-        CUresult r = PF_CALL(cuMemHostUnregister, (void *)g->base);
-        in_driver = 0;
-        if (pushed)
-            PF_CALL(cuCtxPopCurrent_v2, &cur);
-        pf_capture_restore(mode);
-        if (r != CUDA_SUCCESS)
-            pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", (size_t)(g->end - g->base),
-                   (void *)g->base, (int)r);
-        pthread_mutex_lock(&lock);
-        register_ticks += pf_ticks_since(t0);
-    }
+    CUresult r;
+    if (g->registered && (r = driver(g, 0)) != CUDA_SUCCESS)
+        pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", (size_t)(g->end - g->base),
+               (void *)g->base, (int)r);
     g->registered = 0;
     g->state = FREE;
     rebound();
     pthread_cond_broadcast(&released);
 }
 
-/* Drops the registrations and sightings matching `match` (lock held). */
-static void drop_where(int (*match)(const struct pf_reg *, const void *), const void *arg,
-                       unsigned long long *counter) {
+/* Drops the registrations and sightings matching `match` (lock held).
+ * defer: the registrations are only marked, left to the registrar (and
+ * nothing is waited for); returns how many matched, or are being undone. */
+static int drop_where(int (*match)(const struct pf_reg *, const void *), const void *arg,
+                      unsigned long long *counter, int defer) {
     struct pf_reg *gone[SLOTS];
     int n = 0;
     for (int i = 0; i < top; i++) {
         struct pf_reg *g = &slots[i];
-        if (g->state == FREE || g->state == GONE || !match(g, arg))
+        if (g->state == FREE || !match(g, arg))
             continue;
+        if (g->state == GONE) { /* undone by another thread, or by the first drop over it */
+            if (defer || g->deferred)
+                gone[n++] = g;
+            g->deferred = defer && g->deferred;
+            continue;
+        }
         if (g->state == LIVE) {
             gone[n++] = g;
+            g->deferred = defer;
             (*counter)++;
         }
         retire_mark(g);
     }
     rebound();
+    if (defer)
+        return n;
     for (int i = 0; i < n; i++)
         retire(gone[i]);
     /* and those another thread is undoing: the memory changes owner, or
@@ -171,6 +208,7 @@ static void drop_where(int (*match)(const struct pf_reg *, const void *), const 
         if (busy)
             pthread_cond_wait(&released, &lock);
     }
+    return 0;
 }
 
 struct span { uintptr_t lo, hi; int freed; };
@@ -180,19 +218,35 @@ static int meets(const struct pf_reg *g, const void *arg) {
     return s->freed ? overlaps(g->lo, g->hi, s->lo, s->hi) : overlaps(g->base, g->end, s->lo, s->hi);
 }
 
-void pf_register_drop(uintptr_t lo, uintptr_t hi, int how) {
+/* The drop of [lo, hi); with `release`, of the freed block p, which the
+ * registrar takes when it holds registrations and there is room: 1 then. */
+static int drop_span(uintptr_t lo, uintptr_t hi, int how, void *p, void (*release)(void *)) {
     if (!pf_register_watching() || in_driver || hi <= __atomic_load_n(&bound_lo, __ATOMIC_RELAXED) ||
         lo >= __atomic_load_n(&bound_hi, __ATOMIC_RELAXED))
-        return;
+        return 0;
     struct span s = {lo, hi, how == PF_REGISTER_FREED};
     /* free() may be reached from a thread being cancelled: never inside the
      * wait, with the lock held */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     pthread_mutex_lock(&lock);
-    drop_where(meets, &s, how == PF_REGISTER_GUARD ? &stats.guarded : &stats.dropped);
+    int defer = release && registrar_state == RUNNING && qlen < QUEUE && qbytes + (hi - lo) <= cap();
+    int taken = drop_where(meets, &s, how == PF_REGISTER_GUARD ? &stats.guarded : &stats.dropped, defer) > 0;
+    if (taken) {
+        queue[(qhead + qlen++) % QUEUE] = (struct deferred){p, lo, hi, release};
+        qbytes += hi - lo;
+        stats.deferred++;
+        pthread_cond_signal(&work);
+    }
     pthread_mutex_unlock(&lock);
     pthread_setcancelstate(cancel, NULL);
+    return taken;
+}
+
+void pf_register_drop(uintptr_t lo, uintptr_t hi, int how) { drop_span(lo, hi, how, NULL, NULL); }
+
+int pf_register_free(void *p, uintptr_t hi, void (*release)(void *)) {
+    return drop_span((uintptr_t)p, hi, PF_REGISTER_FREED, p, release);
 }
 
 /* The least recently used registration no copy holds (lock held). */
@@ -219,21 +273,19 @@ static struct pf_reg *slot_for_sighting(void) {
     return v;
 }
 
-static void unregister_all_at_exit(void);
-
-/* Registers g's pages in context ctx, making room under the caps first; 1
- * when the driver took them.  g is LIVE and held meanwhile, so that a drop waits for its
- * end and no other copy registers it too (lock held; dropped meanwhile). */
-static int registering(struct pf_reg *g, CUcontext ctx) {
+/* Registers g (DUE), making room under the caps first.  g is LIVE and held
+ * meanwhile, so that a drop waits for its end (lock held; dropped
+ * meanwhile). */
+static void registering(struct pf_reg *g) {
     size_t size = g->end - g->base;
     for (int i = 0; i < top; i++)
         if ((slots[i].state == LIVE || slots[i].state == GONE) &&
-            overlaps(slots[i].base, slots[i].end, g->base, g->end))
-            return 0; /* a neighbour holds a shared page */
-    if (!ctx)
-        return 0;
+            overlaps(slots[i].base, slots[i].end, g->base, g->end)) {
+            g->state = SEEN; /* a neighbour holds a shared page */
+            return;
+        }
     *g = (struct pf_reg){.base = g->base, .end = g->end, .lo = g->lo, .hi = g->hi, .state = LIVE,
-                         .refs = 1, .count = g->count, .last = g->last, .ctx = ctx};
+                         .refs = 1, .count = g->count, .last = g->last, .ctx = g->ctx};
     nlive++;
     live_bytes += size;
     rebound(); /* the guard sees it from now on, registered or not yet */
@@ -243,40 +295,87 @@ static int registering(struct pf_reg *g, CUcontext ctx) {
         retire_mark(v);
         retire(v);
     }
-    CUresult r = CUDA_SUCCESS;
-    int tried = 0;
-    if (g->state == LIVE && nlive <= MAX_LIVE && live_bytes <= cap()) {
-        pthread_mutex_unlock(&lock);
-        uint64_t t0 = pf_ticks();
-        tried = 1;
-        in_driver = 1;
-        r = PF_CALL(cuMemHostRegister_v2, (void *)g->base, size, CU_MEMHOSTREGISTER_PORTABLE);
-        in_driver = 0;
-        pthread_mutex_lock(&lock);
-        register_ticks += pf_ticks_since(t0);
-        if (r == CUDA_SUCCESS) {
-            g->registered = 1;
-            stats.registered++;
-            peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
-            if (!atexit_done++)
-                atexit(unregister_all_at_exit);
-            pf_msg(PF_DEBUG, "registered %zu bytes at %p", size, (void *)g->base);
-            return 1;
-        }
+    int tried = g->state == LIVE && nlive <= MAX_LIVE && live_bytes <= cap();
+    CUresult r = tried ? driver(g, 1) : CUDA_SUCCESS;
+    if (tried && r == CUDA_SUCCESS) {
+        g->registered = 1; /* usable once LIVE still: a free() meanwhile left it GONE */
+        stats.registered++;
+        peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
+        pf_msg(PF_DEBUG, "registered %zu bytes at %p", size, (void *)g->base);
+    } else if (tried) {
         /* the program's own registration, a file mapping, the locked-memory
          * limit: this range is staged from now on */
         stats.refused++;
         pf_msg_once(warned, PF_INFO, "cuMemHostRegister of %zu bytes at %p: error %d; such ranges are staged",
                     size, (void *)g->base, (int)r);
     }
-    if (g->state == LIVE) { /* not dropped meanwhile: back to a sighting */
+    if (!g->registered && g->state == LIVE) { /* not dropped meanwhile: back to a sighting */
         retire_mark(g);
         g->state = tried ? REFUSED : SEEN;
         rebound();
     }
     g->refs--;
     pthread_cond_broadcast(&released);
-    return 0;
+}
+
+/* Releases the oldest deferred free, once nothing over its bytes is
+ * registered (lock held; dropped meanwhile). */
+static void release_one(void) {
+    struct deferred d = queue[qhead];
+    qhead = (qhead + 1) % QUEUE;
+    qlen--;
+    qbytes -= d.hi - d.lo;
+    struct span s = {d.lo, d.hi, 1};
+    drop_where(meets, &s, &stats.dropped, 0);
+    pthread_mutex_unlock(&lock);
+    d.release(d.p);
+    pthread_mutex_lock(&lock);
+}
+
+static struct pf_reg *next_due(void) {
+    for (int i = 0; i < top; i++)
+        if (slots[i].state == DUE)
+            return &slots[i];
+    return NULL;
+}
+
+/* The registrar: frees first (their memory waits), then registrations;
+ * asleep when there is neither. */
+static void *registrar(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (struct pf_reg *g;;) {
+        if (qlen)
+            release_one();
+        else if (registrar_state != STOPPED && (g = next_due()))
+            registering(g);
+        else if (registrar_state == STOPPED)
+            break;
+        else
+            pthread_cond_wait(&work, &lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static void unregister_all_at_exit(void);
+
+/* The registrar, on first need (lock not held: creating a thread may free
+ * memory). */
+static void start_registrar(void) {
+    sigset_t old;
+    pf_signals_block(&old);
+    int failed = pthread_create(&registrar_thread, NULL, registrar, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (failed)
+        pf_msg(PF_INFO, "no registrar thread (error %d): nothing is registered", failed);
+    else
+        pthread_setname_np(registrar_thread, "pinfast-reg");
+    pthread_mutex_lock(&lock);
+    if (!atexit_done++)
+        atexit(unregister_all_at_exit);
+    registrar_state = failed ? STOPPED : RUNNING;
+    pthread_mutex_unlock(&lock);
 }
 
 int pf_register_probe_;
@@ -309,12 +408,13 @@ static int frees_seen(void) {
     return s;
 }
 
-struct pf_reg *pf_register_use(const void *host, size_t n) {
+struct pf_reg *pf_register_use(const void *host, size_t n, int *busy) {
     const struct pf_options *o = pf_options();
     /* a smaller copy is only looked up: one inside a registration must not
      * reach the driver as a plain copy (the guards in entry/copy_entries.c
      * and entry/batch_entries.c) */
     int sight = o->reg && n >= o->reg_min && frees_seen();
+    *busy = 0;
     if (!n || (!sight && !pf_register_near(host, n)))
         return NULL;
     uintptr_t lo = (uintptr_t)host, hi = lo + n;
@@ -328,27 +428,37 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
     struct pf_reg *seen = NULL;
     for (int i = 0; i < top && !held; i++) {
         struct pf_reg *g = &slots[i];
-        if (g->state == LIVE && g->registered && base >= g->base && end <= g->end)
+        int inside = base >= g->base && end <= g->end;
+        if (g->state == LIVE && g->registered && inside) {
             held = g;
-        else if ((g->state == SEEN || g->state == REFUSED) && g->base == base && g->end == end)
+            continue;
+        }
+        /* due or being registered: staged meanwhile, never passed through */
+        *busy |= inside && (g->state == DUE || g->state == LIVE);
+        if (g->state != FREE && g->state != GONE && g->base == base && g->end == end)
             seen = g;
     }
+    int start = 0;
     if (held) {
         held->refs++;
     } else if (!sight) {
         seen = NULL;
     } else if (seen) {
-        seen->count++;
+        seen->count += seen->state == SEEN || seen->state == REFUSED;
     } else if ((seen = slot_for_sighting())) { /* a new range: its first sighting */
         *seen = (struct pf_reg){.base = base, .end = end, .lo = lo, .hi = hi, .state = SEEN};
         rebound();
     }
-    if (seen && seen->state == SEEN && seen->count + 1 >= (unsigned)o->reg_after &&
+    if (seen && seen->state == SEEN && seen->count + 1 >= (unsigned)o->reg_after && ctx &&
         end - base <= cap()) {
         seen->lo = lo < seen->lo ? lo : seen->lo;
         seen->hi = hi > seen->hi ? hi : seen->hi;
-        if (registering(seen, ctx))
-            held = seen;
+        seen->state = DUE; /* this copy is staged; the registrar registers it */
+        *busy = 1;
+        seen->ctx = ctx;
+        start = registrar_state == NONE;
+        registrar_state = start ? STARTING : registrar_state;
+        pthread_cond_signal(&work);
     }
     if (seen)
         seen->last = now;
@@ -359,6 +469,8 @@ struct pf_reg *pf_register_use(const void *host, size_t n) {
         held->hi = hi > held->hi ? hi : held->hi;
     }
     pthread_mutex_unlock(&lock);
+    if (start)
+        start_registrar();
     return held;
 }
 
@@ -378,14 +490,17 @@ int pf_register_owns(uintptr_t p) {
         return 0;
     int owns = 0;
     pthread_mutex_lock(&lock);
+    /* being registered too: the driver may hold it before the registrar
+     * hears back */
     for (int i = 0; i < top && !owns; i++)
-        owns = (slots[i].state == LIVE || slots[i].state == GONE) && slots[i].registered &&
-               p - slots[i].base < slots[i].end - slots[i].base;
+        owns = (slots[i].state == LIVE || slots[i].state == GONE) && p - slots[i].base < slots[i].end - slots[i].base;
     pthread_mutex_unlock(&lock);
     return owns;
 }
 
-static int in_context(const struct pf_reg *g, const void *ctx) { return g->state == LIVE && g->ctx == ctx; }
+static int in_context(const struct pf_reg *g, const void *ctx) {
+    return (g->state == LIVE || g->state == DUE) && g->ctx == ctx;
+}
 
 /* The driver released them with the context: forgotten, not unregistered. */
 void pf_register_context_gone(CUcontext ctx) {
@@ -396,25 +511,41 @@ void pf_register_context_gone(CUcontext ctx) {
         if (in_context(&slots[i], ctx))
             slots[i].registered = 0;
     unsigned long long forgotten = 0;
-    drop_where(in_context, ctx, &forgotten);
+    drop_where(in_context, ctx, &forgotten, 0);
     pthread_mutex_unlock(&lock);
 }
 
 /* Registrations are the process's: released before the driver's own
- * teardown (atexit handlers run before the libraries' destructors), and no
- * new one is made past this point. */
+ * teardown (atexit handlers run before the libraries' destructors), the
+ * deferred frees made, the registrar stopped; no new registration is made
+ * past this point, and frees are made inline. */
 static void unregister_all_at_exit(void) {
     struct span all = {0, UINTPTR_MAX, 0};
     unsigned long long undone = 0;
     pthread_mutex_lock(&lock);
     cap_bytes = 1; /* nothing fits any more */
-    drop_where(meets, &all, &undone);
+    int running = registrar_state == RUNNING;
+    registrar_state = STOPPED;
+    pthread_cond_signal(&work);
+    drop_where(meets, &all, &undone, 0);
+    while (qlen)
+        release_one();
     pthread_mutex_unlock(&lock);
+    if (running)
+        pthread_join(registrar_thread, NULL);
 }
 
+/* The registrar is the parent's (a new one starts on need).  So are the
+ * frees handed to it: the child leaves those blocks allocated (at most
+ * QUEUE; freeing them here could meet a malloc whose own fork handler has
+ * not run yet). */
 void pf_register_forked(void) {
     pthread_mutex_init(&lock, NULL);
     pthread_cond_init(&released, NULL);
+    pthread_cond_init(&work, NULL);
+    registrar_state = NONE;
+    qhead = qlen = 0;
+    qbytes = 0;
     for (int i = 0; i < SLOTS; i++)
         slots[i] = (struct pf_reg){.state = FREE};
     nlive = top = 0;

@@ -2,8 +2,10 @@
  * registered with the driver (cuMemHostRegister, portable) once they have
  * shown reuse, and copied directly from then on; every registration is
  * dropped before its memory can change owner (entry/vm_entries.c calls
- * pf_register_drop from the program's free, munmap, madvise, ...).  See
- * docs/design.md, "The registration cache". */
+ * pf_register_drop from the program's munmap, madvise, ..., and
+ * pf_register_free from its free).  Registering, and unregistering a freed
+ * block, are a background thread's.  See docs/design.md, "The registration
+ * cache". */
 #ifndef PINFAST_REGISTER_H
 #define PINFAST_REGISTER_H
 
@@ -17,10 +19,13 @@ struct pf_reg;
 
 /* A copy of n bytes at host (pageable; no capture under way, the caller in
  * the relaxed capture mode): the registration that holds it, held until
- * pf_register_done, or NULL.  From PINFAST_REGISTER_MIN on, counts the
- * sighting and registers the range in the current context when this one is
- * its PINFAST_REGISTER_AFTER-th. */
-struct pf_reg *pf_register_use(const void *host, size_t n);
+ * pf_register_done, or NULL; *busy then set when a registration of it is
+ * due or under way (the copy must be staged: the driver may take the range
+ * for pinned any moment).  From PINFAST_REGISTER_MIN on, counts the
+ * sighting and, when this one is its PINFAST_REGISTER_AFTER-th, hands the
+ * range to the registrar, which registers it in the current context; it is
+ * staged until then. */
+struct pf_reg *pf_register_use(const void *host, size_t n, int *busy);
 /* The copy through g ended, having moved `bytes` (0: not made). */
 void pf_register_done(struct pf_reg *g, size_t bytes);
 
@@ -51,6 +56,12 @@ static inline int pf_register_near(const void *p, size_t n) {
 enum { PF_REGISTER_UNMAPPED, PF_REGISTER_FREED, PF_REGISTER_GUARD };
 void pf_register_drop(uintptr_t lo, uintptr_t hi, int how);
 
+/* The program frees the heap block [p, hi): 1 when it holds registrations
+ * (or one being made) and the registrar takes it, to release it with
+ * release(p) once they are undone; 0 when the caller releases it now (as
+ * after PF_REGISTER_FREED). */
+int pf_register_free(void *p, uintptr_t hi, void (*release)(void *));
+
 /* A copy of [p, p+n) goes to the driver as it is: registrations over any of
  * it are undone first, so that the driver sees the pageable memory the
  * program has (a copy into registered memory would return before its data
@@ -60,8 +71,8 @@ static inline void pf_register_guard(const void *p, size_t n) {
         pf_register_drop((uintptr_t)p, (uintptr_t)p + n, PF_REGISTER_GUARD);
 }
 
-/* 1 when p lies in a registration of pinfast's: still pageable memory to
- * the program (classify.c). */
+/* 1 when p lies in a registration of pinfast's, or one being made: still
+ * pageable memory to the program (classify.c). */
 int pf_register_owns(uintptr_t p);
 
 /* The context was destroyed: its registrations went with it. */

@@ -187,5 +187,7 @@ CUresult fake_array_get(CUarray a, struct fake_array_shape *out);
 /* The length of the first piece of [addr, addr+len) that lies wholly inside
  * or outside the whole pages of a registration (len when none holds addr). */
 size_t fake_mem_piece(uintptr_t addr, size_t len);
+/* Writes to registered pages as they move wait for the move (fake_mem.c). */
+void fake_mem_watch_moves(void);
 
 #endif

@@ -127,6 +127,7 @@ FAKE_API CUresult cuInit(unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (fake_ndevices() == 0)
         return CUDA_ERROR_NO_DEVICE;
+    fake_mem_watch_moves();
     atomic_store(&fake_initialized, 1);
     return CUDA_SUCCESS;
 }

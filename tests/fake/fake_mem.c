@@ -15,7 +15,11 @@
  * are left in place and copied from where they are).  Memory the program unmaps,
  * remaps or advises away without unregistering it first is new memory at
  * the same address, and copies still move the old pages: stale data, as on
- * a GPU.  (Unlike the real pages, the memfd is shared with a forked child,
+ * a GPU.  The real driver pins the pages where they are, while other
+ * threads go on writing them (the program, its allocator, a registering
+ * thread's neighbours): so the pages are write-protected while they move,
+ * and a thread writing to them waits until they have moved, then writes
+ * again (`moving`).  (Unlike the real pages, the memfd is shared with a forked child,
  * and MADV_DONTNEED keeps its contents.)  Memory
  * belongs to the context it was allocated in and goes with it.  Pinned
  * allocation and freeing are potentially unsafe during a capture
@@ -24,6 +28,8 @@
 #define _GNU_SOURCE
 #include "fake.h"
 
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -503,6 +509,93 @@ static int shared_mapping(uintptr_t pb, uintptr_t pe)
     return shared;
 }
 
+/* ---- pages moving under writers: one move at a time -------------------------------- */
+static pthread_mutex_t move_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uintptr_t moving_lo, moving_hi;
+static atomic_ulong moves; /* moves ended */
+static struct sigaction chained;
+static __thread uintptr_t retried_at;
+static __thread unsigned long retried_gen;
+
+/* A write to pages being moved waits for the move's end and is retried; a
+ * fault just after a move ended is retried once; any other fault is the
+ * program's, for the handler before this one. */
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    unsigned long gen = atomic_load(&moves);
+    if (a >= atomic_load(&moving_lo) && a < atomic_load(&moving_hi)) {
+        while (atomic_load(&moves) == gen)
+            sched_yield();
+        return;
+    }
+    if (retried_at != a || retried_gen != gen) {
+        retried_at = a;
+        retried_gen = gen;
+        return;
+    }
+    if (chained.sa_flags & SA_SIGINFO)
+        chained.sa_sigaction(sig, si, uc);
+    else if (chained.sa_handler != SIG_DFL && chained.sa_handler != SIG_IGN)
+        chained.sa_handler(sig);
+    else
+        sigaction(SIGSEGV, &chained, NULL); /* the fault again, unhandled */
+}
+
+/* The handler, first again if another took its place (move_lock held):
+ * it is in from cuInit on, and again at each move. */
+static void install_locked(void)
+{
+    struct sigaction sa = { .sa_sigaction = on_segv, .sa_flags = SA_SIGINFO | SA_NODEFER }, cur;
+    sigemptyset(&sa.sa_mask);
+    if (!sigaction(SIGSEGV, NULL, &cur) && cur.sa_sigaction != on_segv)
+        sigaction(SIGSEGV, &sa, &chained);
+}
+
+void fake_mem_watch_moves(void)
+{
+    pthread_mutex_lock(&move_lock);
+    install_locked();
+    pthread_mutex_unlock(&move_lock);
+}
+
+/* Test hook (tests/support's signal(), which cmocka calls around each
+ * test): act goes behind the fake's handler, *old the one it replaces; 0
+ * when the fake's is not first (the caller installs act itself). */
+FAKE_API int fakecuda_segv_behind(const struct sigaction *act, struct sigaction *old)
+{
+    pthread_mutex_lock(&move_lock);
+    struct sigaction cur;
+    int first = !sigaction(SIGSEGV, NULL, &cur) && cur.sa_sigaction == on_segv;
+    if (first) {
+        *old = chained;
+        chained = *act;
+    }
+    pthread_mutex_unlock(&move_lock);
+    return first;
+}
+
+/* The pages [lo, hi) are about to be replaced: writers wait from now on. */
+static void move_begin(uintptr_t lo, uintptr_t hi)
+{
+    pthread_mutex_lock(&move_lock);
+    install_locked();
+    atomic_store(&moving_lo, lo);
+    atomic_store(&moving_hi, hi);
+    syscall(SYS_mprotect, lo, hi - lo, PROT_READ);
+}
+
+/* They were replaced (ok), or are given their writes back. */
+static void move_end(uintptr_t lo, uintptr_t hi, int ok)
+{
+    if (!ok)
+        syscall(SYS_mprotect, lo, hi - lo, PROT_READ | PROT_WRITE);
+    atomic_store(&moving_lo, 0);
+    atomic_store(&moving_hi, 0);
+    atomic_fetch_add(&moves, 1);
+    pthread_mutex_unlock(&move_lock);
+}
+
 /* Pins the whole pages [lo, hi): returns their second mapping (NULL when
  * they cannot be pinned).  Shared memory is mapped again as it is; private
  * pages move into a memfd mapped over them, *ino its inode. */
@@ -522,8 +615,11 @@ static char *pin(uintptr_t lo, uintptr_t hi, unsigned long *ino)
     if (!ftruncate(fd, (off_t)n) && !fstat(fd, &st))
         alias = sys_mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     if (alias != MAP_FAILED) {
+        move_begin(lo, hi);
         page_copy(alias, (void *)lo, n);
-        if (sys_mmap((void *)lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) == MAP_FAILED) {
+        int moved = sys_mmap((void *)lo, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd) != MAP_FAILED;
+        move_end(lo, hi, moved);
+        if (!moved) {
             syscall(SYS_munmap, alias, n);
             alias = MAP_FAILED;
         }
@@ -552,8 +648,9 @@ static void unpin(const struct alloc *a)
         char *copy = sys_mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
         if (copy == MAP_FAILED)
             continue;
+        move_begin(lo, hi);
         page_copy(copy, (void *)lo, hi - lo);
-        syscall(SYS_mremap, copy, hi - lo, hi - lo, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo);
+        move_end(lo, hi, syscall(SYS_mremap, copy, hi - lo, hi - lo, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) != -1);
     }
     if (maps)
         fclose(maps);
@@ -648,6 +745,16 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
 FAKE_API long fakecuda_registered(void)
 {
     return atomic_load(&registered_now);
+}
+
+/* Test hook: whether p lies in a registration. */
+FAKE_API int fakecuda_registered_at(const void *p)
+{
+    pthread_mutex_lock(&mem_lock);
+    long i = find_locked((uintptr_t)p);
+    int at = i >= 0 && tab[i].kind == MEM_REGISTERED;
+    pthread_mutex_unlock(&mem_lock);
+    return at;
 }
 
 /* look up a host pointer inside a pinned or registered range */

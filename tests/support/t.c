@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "t.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +121,44 @@ int t_round_trip(unsigned char *h, unsigned char *o, CUdeviceptr d, size_t n)
         return 33;
     }
     return 0;
+}
+
+/* cmocka puts its SIGSEGV handler in around each test (signal()), and the
+ * previous one back after it; the fake driver's must stay first, since a
+ * write to registered pages the fake is moving waits in it (fake_mem.c),
+ * even across a test's start: cmocka's goes behind it then. */
+void (*signal(int sig, void (*h)(int)))(int)
+{
+    static void (*(*real)(int, void (*)(int)))(int);
+    static struct sigaction siginfo_kept; /* one the fake had behind it */
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "signal");
+    void *fake = sig == SIGSEGV ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) : NULL;
+    int (*behind)(const struct sigaction *, struct sigaction *) = NULL;
+    if (fake)
+        *(void **)&behind = dlsym(fake, "fakecuda_segv_behind");
+    struct sigaction act = {.sa_handler = h}, old;
+    if ((void *)h == (void *)siginfo_kept.sa_sigaction)
+        act = siginfo_kept;
+    int kept = behind && behind(&act, &old);
+    if (fake)
+        dlclose(fake);
+    if (!kept)
+        return real(sig, h);
+    if (old.sa_flags & SA_SIGINFO)
+        siginfo_kept = old;
+    return (old.sa_flags & SA_SIGINFO) ? (void (*)(int))(void *)old.sa_sigaction : old.sa_handler;
+}
+
+int t_await(int (*done)(void *), void *arg)
+{
+    struct timespec nap = {0, 200 * 1000};
+    int ok = done(arg);
+    for (int i = 0; i < 25000 && !ok; i++) {
+        nanosleep(&nap, NULL);
+        ok = done(arg);
+    }
+    return ok;
 }
 
 void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what)

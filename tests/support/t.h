@@ -32,6 +32,9 @@ void t_poison(void *p, size_t n);
  * bytes, copies them to d and back into o (poisoned first), and checks o.
  * 0, 32 when a copy failed, 33 (the byte named on stderr) when o is wrong. */
 int t_round_trip(unsigned char *h, unsigned char *o, CUdeviceptr d, size_t n);
+/* pinfast registers, and unregisters freed blocks, on a thread of its own:
+ * polls `done` (every 200 us, at most 5 s); its last answer */
+int t_await(int (*done)(void *), void *arg);
 /* make the calling (non-main) thread use T_CTX */
 void t_bind_ctx(void);
 #endif
