@@ -150,11 +150,13 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
     uint64_t cpu = pf_thread_cpu_ns();
-    int held = pf_registered_copy(x, result), done = 0;
+    int held = pf_registered_copy(x, 0, result), done = 0;
     if (held > 0)
         done = PF_PATH_REGISTERED;
     else if ((held < 0 || !x->held_only) && staged(x, result, debug, tl, t0, mark))
         done = PF_PATH_STAGED;
+    else if (held < 0 && pf_registered_copy(x, 1, result) > 0)
+        done = PF_PATH_REGISTERED;
     if (done == PF_PATH_STAGED)
         __atomic_fetch_add(&caller_ns, pf_thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
     if (done == PF_PATH_STAGED && chrome)

@@ -60,8 +60,12 @@ void pf_engine_stats(struct pf_engine_stats *out);
  * as host-synchronous as the plain pageable copy: 1 when made; 0 when no
  * registration holds the range; -1 when the copy must be staged: one does
  * but it is an asynchronous H2D behind work on its stream, or one is being
- * made (even a copy too small to stage is staged then). */
-int pf_registered_copy(const struct pf_xfer *x, CUresult *result);
+ * made (even a copy too small to stage is staged then).  With `wait` (the
+ * copy could not be staged), a registration being made is waited for, or
+ * made by the caller if the registrar has not begun it: passed through,
+ * the copy would have to undo it, and unregistering synchronises the
+ * device. */
+int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result);
 
 /* The context was destroyed: its slots went with it. */
 void pf_engine_context_gone(CUcontext ctx);

@@ -50,12 +50,12 @@ static CUresult direct(const struct pf_xfer *x, struct pf_context *c) {
     return r;
 }
 
-int pf_registered_copy(const struct pf_xfer *x, CUresult *result) {
+int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     if (x->shape) /* its host rows are pitched: staged */
         return 0;
     struct pf_context *c = pf_context_of(x->stream, 0);
     int busy = 0;
-    struct pf_reg *g = c ? pf_register_use(x->host, x->bytes, &busy) : NULL;
+    struct pf_reg *g = !c ? NULL : wait ? pf_register_await(x->host, x->bytes) : pf_register_use(x->host, x->bytes, &busy);
     if (!g) /* being registered: staged, even a copy too small to stage */
         return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier

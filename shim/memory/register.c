@@ -474,6 +474,40 @@ struct pf_reg *pf_register_use(const void *host, size_t n, int *busy) {
     return held;
 }
 
+struct pf_reg *pf_register_await(const void *host, size_t n) {
+    uintptr_t base = (uintptr_t)host & ~(page() - 1), end = ((uintptr_t)host + n + page() - 1) & ~(page() - 1);
+    struct pf_reg *held = NULL;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        struct pf_reg *due = NULL;
+        int flight = 0;
+        for (int i = 0; i < top && !held; i++) {
+            struct pf_reg *g = &slots[i];
+            if (base < g->base || end > g->end)
+                continue;
+            if (g->state == LIVE && g->registered)
+                held = g;
+            else if (g->state == DUE)
+                due = g;
+            else
+                flight |= g->state == LIVE;
+        }
+        if (held || (!due && !flight))
+            break;
+        if (due)
+            registering(due); /* as the registrar would */
+        else
+            pthread_cond_wait(&released, &lock);
+    }
+    if (held) {
+        held->refs++;
+        held->uses++;
+        held->last = ++clock_;
+    }
+    pthread_mutex_unlock(&lock);
+    return held;
+}
+
 void pf_register_done(struct pf_reg *g, size_t bytes) {
     pthread_mutex_lock(&lock);
     if (bytes) {

@@ -26,6 +26,11 @@ struct pf_reg;
  * range to the registrar, which registers it in the current context; it is
  * staged until then. */
 struct pf_reg *pf_register_use(const void *host, size_t n, int *busy);
+/* As pf_register_use, for a copy that can be neither staged nor passed
+ * through while its range is due or being registered: waits for that
+ * registration, making it itself if the registrar has not begun it; the
+ * registration that then holds the range, or NULL.  Counts no sighting. */
+struct pf_reg *pf_register_await(const void *host, size_t n);
 /* The copy through g ended, having moved `bytes` (0: not made). */
 void pf_register_done(struct pf_reg *g, size_t bytes);
 
