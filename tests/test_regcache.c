@@ -43,7 +43,7 @@
 
 /* ---- what register.c needs of the rest of the shim -------------------------------- */
 struct pf_options pf_options_parsed = {.reg = 1, .reg_min = MIN_COPY, .reg_after = 2,
-                                       .reg_max = (size_t)512 << 10 /* a few blocks: eviction */};
+                                       .reg_max = (size_t)320 << 10 /* two blocks: eviction */};
 int pf_options_ready = 1;
 const struct pf_options *pf_options_load(void) { return &pf_options_parsed; }
 CUstreamCaptureMode pf_capture_relax(void) { return CU_STREAM_CAPTURE_MODE_RELAXED; }
@@ -389,15 +389,16 @@ static void test_threads(void **s)
     struct pf_register_stats st;
     pf_register_stats(&st);
     print_message("registered %llu, refused %llu, dropped %llu, evicted %llu, guarded %llu, frees deferred "
-                  "%llu; %llu copies through them\n", st.registered, st.refused, st.dropped, st.evicted,
-                  st.guarded, st.deferred, st.copies);
+                  "%llu, merged %llu; %llu copies through them\n", st.registered, st.refused, st.dropped,
+                  st.evicted, st.guarded, st.deferred, st.merged, st.copies);
     /* every block freed: nothing registered, every registration undone once */
     assert_int_equal(nstub, 0);
     assert_int_equal(st.live, 0);
     assert_int_equal(atomic_load(&registers), atomic_load(&unregisters));
     assert_int_equal((long)st.registered, atomic_load(&registers));
     /* the run did what it is for */
-    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0 && st.deferred > 0);
+    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0 && st.deferred > 0 &&
+                st.merged > 0);
 }
 
 /* ---- one thread, the registration held at the gate ------------------------------------ */

@@ -8,7 +8,8 @@
  * each case also checks that no registration outlived the call.  Besides:
  * the program's own registrations get the driver's answers, asynchronous
  * copies through a registration keep the pageable copies' host semantics,
- * threads copy and free at once, a forked child and exit() leave nothing
+ * threads copy and free at once, ranges over or beside a registration are
+ * merged into one, a forked child and exit() leave nothing
  * registered.  pinfast registers on a thread of its own, and unregisters
  * freed blocks there: the cases wait for it, and check that a range being
  * registered is staged meanwhile, that munmap, madvise and fork of one wait
@@ -236,6 +237,62 @@ static void test_munmap(void **s)
     expect_dropped("munmap", 1);
     r = map(r, N);
     round_trip(r, N, "new memory after munmap");
+    munmap(r, N);
+}
+
+/* ---- merging: a range over or beside a registration is registered with it ---------- */
+/* Round trips of [r, r+n) for up to 5 s (the registrar merges between
+ * them) until it is one registration. */
+static void expect_one_registration(unsigned char *r, size_t n, const char *what)
+{
+    if (!t_pinfast() || !OWN_MALLOC)
+        return;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        round_trip(r, n, "a range registered in pieces");
+        if (registered() == 1 && registered_at(r) && registered_at(r + n - 1))
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (t.tv_sec - t0.tv_sec < 5);
+    fail_msg("%s: %ld registration(s), %s at its start, %s at its end", what, registered(),
+             registered_at(r) ? "registered" : "not registered",
+             registered_at(r + n - 1) ? "registered" : "not registered");
+}
+
+/* A buffer copied in growing prefixes (a benchmark's sweep, a batch that
+ * grows): each longer prefix takes in the registration before it.  2 N in
+ * all: the default cap is the locked-memory limit, often 8 MiB. */
+static void test_merged_prefixes(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, 2 * N);
+    make_registered(r, N / 2);
+    for (size_t n = N; n <= 2 * N; n += N / 2)
+        for (int i = 0; i < 3; i++)
+            round_trip(r, n, "a longer prefix of a registration");
+    expect_one_registration(r, 2 * N, "growing prefixes");
+    assert_int_equal(munmap(r, 2 * N), 0);
+    expect_dropped("munmap of a merged registration", 1);
+    r = map(r, 2 * N);
+    round_trip(r, 2 * N, "new memory after munmap of a merged registration");
+    munmap(r, 2 * N);
+}
+
+/* Two ranges side by side, each copied again and again: one registration,
+ * through which a copy across both goes. */
+static void test_merged_neighbours(void **s)
+{
+    (void)s;
+    unsigned char *r = map(NULL, 2 * N);
+    make_registered(r + N, N);
+    for (int i = 0; i < 3; i++)
+        round_trip(r, N, "a range beside a registration");
+    expect_one_registration(r, 2 * N, "neighbours");
+    round_trip(r + N / 2 + 8, N, "a copy across two merged ranges");
+    assert_int_equal(munmap(r + N, N), 0);
+    expect_dropped("munmap of half a merged registration", 1);
+    round_trip(r, N, "the half left after munmap of the other");
     munmap(r, N);
 }
 
@@ -624,6 +681,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_free_heap),
         cmocka_unit_test(test_reallocate),
         cmocka_unit_test(test_munmap),
+        cmocka_unit_test(test_merged_prefixes),
+        cmocka_unit_test(test_merged_neighbours),
         cmocka_unit_test(test_mremap),
         cmocka_unit_test(test_madvise),
         cmocka_unit_test(test_mmap_fixed),

@@ -273,22 +273,54 @@ static struct pf_reg *slot_for_sighting(void) {
     return v;
 }
 
-/* Registers g (DUE), making room under the caps first.  g is LIVE and held
- * meanwhile, so that a drop waits for its end (lock held; dropped
- * meanwhile). */
+/* Whether g takes in h, a registration it overlaps or touches: the driver
+ * registers a page once, and a copy across both is direct only from one
+ * registration. */
+static int neighbours(const struct pf_reg *g, const struct pf_reg *h) {
+    return h != g && (h->state == LIVE || h->state == GONE) && g->base <= h->end && h->base <= g->end;
+}
+
+/* Registers g (DUE), widened over the registrations it meets or touches
+ * (undone first, their union registered in one piece), making room under
+ * the caps.  g is LIVE and held meanwhile, so that copies over it are
+ * staged and a drop waits for its end.  Left a sighting, for the next one
+ * to try again, when a neighbour is in use, being made or undone, or the
+ * union passes the cap (lock held; dropped meanwhile). */
 static void registering(struct pf_reg *g) {
-    size_t size = g->end - g->base;
-    for (int i = 0; i < top; i++)
-        if ((slots[i].state == LIVE || slots[i].state == GONE) &&
-            overlaps(slots[i].base, slots[i].end, g->base, g->end)) {
-            g->state = SEEN; /* a neighbour holds a shared page */
+    struct pf_reg *merged[SLOTS];
+    int k = 0;
+    uintptr_t base = g->base, end = g->end, lo = g->lo, hi = g->hi;
+    unsigned long long uses = 0;
+    for (int i = 0; i < top; i++) {
+        struct pf_reg *h = &slots[i];
+        if (!neighbours(g, h))
+            continue;
+        if (h->state == GONE || h->refs || !h->registered) {
+            g->state = SEEN;
             return;
         }
-    *g = (struct pf_reg){.base = g->base, .end = g->end, .lo = g->lo, .hi = g->hi, .state = LIVE,
-                         .refs = 1, .count = g->count, .last = g->last, .ctx = g->ctx};
+        merged[k++] = h;
+        base = h->base < base ? h->base : base;
+        end = h->end > end ? h->end : end;
+        lo = h->lo < lo ? h->lo : lo;
+        hi = h->hi > hi ? h->hi : hi;
+        uses += h->uses;
+    }
+    size_t size = end - base;
+    if (size > cap()) {
+        g->state = SEEN;
+        return;
+    }
+    for (int i = 0; i < k; i++)
+        retire_mark(merged[i]);
+    *g = (struct pf_reg){.base = base, .end = end, .lo = lo, .hi = hi, .state = LIVE, .refs = 1,
+                         .count = g->count, .last = g->last, .uses = uses, .ctx = g->ctx};
     nlive++;
     live_bytes += size;
     rebound(); /* the guard sees it from now on, registered or not yet */
+    for (int i = 0; i < k; i++)
+        retire(merged[i]);
+    stats.merged += (unsigned long long)k;
     struct pf_reg *v;
     while ((nlive > MAX_LIVE || live_bytes > cap()) && g->state == LIVE && (v = lru_live())) {
         stats.evicted++;
@@ -441,6 +473,7 @@ struct pf_reg *pf_register_use(const void *host, size_t n, int *busy) {
     int start = 0;
     if (held) {
         held->refs++;
+        seen = NULL; /* a range inside a registration is never registered again */
     } else if (!sight) {
         seen = NULL;
     } else if (seen) {
