@@ -60,6 +60,7 @@ static int counter_usable(void) {
  * readings a time slice apart. */
 static void pair(uint64_t *t, uint64_t *ns) {
     uint64_t best = UINT64_MAX;
+    *t = *ns = 0;
     for (int i = 0; i < PAIR_TRIES && best > PAIR_GOOD_NS; i++) {
         uint64_t a = pf_now_ns();
         uint64_t c = PF_COUNTER();

@@ -3,7 +3,8 @@
  * LD_PRELOAD=libpinfast.so (tests/gpu/checks/register.sh):
  *   register_check check [MiB]   a range copied three times (registered
  *       under pinfast), then freed, unmapped, moved, advised away, mapped
- *       over, detached, reallocated, replaced by a file mapping; new random
+ *       over, detached, reallocated, replaced by a file mapping, and
+ *       ranges registered as one (growing prefixes, neighbours); new random
  *       bytes at the same address, copied both ways and compared: one line
  *       per case, "ok" or "STALE"; asynchronous copies through a
  *       registration keep the pageable copies' host semantics; the
@@ -124,6 +125,21 @@ static void check(void) {
     unsigned char *o = malloc(n);
     verdict("realloc (new block)", q), verdict(o == r ? "realloc (old address)" : "realloc (other)", o);
     free(o), free(q);
+
+    /* growing prefixes (registered as one), unmapped and mapped again */
+    size_t whole = n;
+    r = map(NULL);
+    for (n = whole / 4; n <= whole; n += whole / 4)
+        repeat(r);
+    n = whole, repeat(r), munmap(r, n);
+    verdict("merged prefixes, munmap", map(r)), munmap(r, n);
+    /* two neighbours (registered as one), one of them unmapped and mapped again */
+    r = map(NULL);
+    n = whole / 2, repeat(r), repeat(r + n);
+    n = whole, repeat(r);
+    n = whole / 2, munmap(r + n, n);
+    verdict("merged neighbours, munmap", map(r + n)), verdict("merged neighbours, the other", r);
+    n = whole, munmap(r, n);
 
     /* unmapped, and a file mapped at the same address */
     char path[] = "/tmp/register_check-XXXXXX";
