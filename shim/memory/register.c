@@ -273,16 +273,17 @@ static struct pf_reg *slot_for_sighting(void) {
     return v;
 }
 
-/* Whether g takes in h, a registration it overlaps or touches: the driver
- * registers a page once, and a copy across both is direct only from one
- * registration. */
+/* Whether g takes in h, a registration it overlaps: the driver registers a
+ * page once.  Ranges that only touch are taken in by a copy across them (it
+ * overlaps both), never merely for lying side by side: unrelated blocks
+ * would then be undone together, and undoing one synchronises the device. */
 static int neighbours(const struct pf_reg *g, const struct pf_reg *h) {
-    return h != g && (h->state == LIVE || h->state == GONE) && g->base <= h->end && h->base <= g->end;
+    return h != g && (h->state == LIVE || h->state == GONE) && overlaps(g->base, g->end, h->base, h->end);
 }
 
-/* Registers g (DUE), widened over the registrations it meets or touches
- * (undone first, their union registered in one piece), making room under
- * the caps.  g is LIVE and held meanwhile, so that copies over it are
+/* Registers g (DUE), widened over the registrations it overlaps (undone
+ * first, their union registered in one piece), making room under the
+ * caps.  g is LIVE and held meanwhile, so that copies over it are
  * staged and a drop waits for its end.  Left a sighting, for the next one
  * to try again, when a neighbour is in use, being made or undone, or the
  * union passes the cap (lock held; dropped meanwhile). */
