@@ -109,9 +109,11 @@ static void dawdle(void)
             ;
 }
 
+static const CUcontext stub_ctx = (CUcontext)(uintptr_t)0x1000;
+
 static CUresult stub_ctx_get(CUcontext *ctx)
 {
-    *ctx = (CUcontext)(uintptr_t)0x1000;
+    *ctx = stub_ctx;
     return CUDA_SUCCESS;
 }
 
@@ -166,9 +168,15 @@ static CUresult stub_register(void *p, size_t n, unsigned flags)
     return r;
 }
 
+/* Set while the stub's one context is being destroyed: the driver then
+ * releases its registrations itself, and unregistering one is an error. */
+static atomic_int ctx_dying;
+
 static CUresult stub_unregister(void *p)
 {
     dawdle();
+    if (atomic_load(&ctx_dying))
+        failed("%p unregistered in a context being destroyed", p);
     CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub; i++)
@@ -505,6 +513,44 @@ static void test_drop_while_registering(void **s)
     assert_int_equal(nstub, 0);
 }
 
+static void *context_gone(void *arg)
+{
+    (void)arg;
+    pf_register_context_gone(stub_ctx);
+    return NULL;
+}
+
+/* The context is destroyed while the registrar registers in it: the
+ * registration went with the context, and is never unregistered. */
+static void test_context_gone_while_registering(void **s)
+{
+    (void)s;
+    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK);
+    assert_non_null(p);
+    long unregistered = atomic_load(&unregisters);
+    make_due(p, MAX_BLOCK);
+    atomic_store(&ctx_dying, 1);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, context_gone, NULL), 0);
+    usleep(50 * 1000);
+    gate(0); /* the registration succeeds, just before the context goes */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    /* the driver released it with the context */
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub; i++)
+        if (stub[i].lo == (uintptr_t)p)
+            stub[i] = stub[--nstub];
+    pthread_mutex_unlock(&stub_lock);
+    atomic_store(&ctx_dying, 0);
+    expect_no_failure();
+    assert_int_equal(atomic_load(&unregisters), unregistered);
+    assert_false(direct_now(p));
+    long want = atomic_load(&released) + 1;
+    program_free(p);
+    assert_true(t_await(released_to, &want));
+    assert_int_equal(nstub, 0);
+}
+
 int main(void)
 {
     t_seed();
@@ -512,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_free_while_registering),
         cmocka_unit_test(test_drop_while_registering),
+        cmocka_unit_test(test_context_gone_while_registering),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -60,8 +60,11 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier
      * work on its stream ends; waiting for the registered copy would wait
-     * for that work too: such a copy is staged unless the stream is idle */
-    if (x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
+     * for that work too: such a copy is staged unless the stream is idle.
+     * One that cannot be staged (`wait`) goes direct all the same: passed
+     * through, it would undo the registration, which waits for every
+     * stream, where this waits for its own, as the driver's would. */
+    if (!wait && x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
         pf_register_done(g, 0);
         return -1;
     }

@@ -41,6 +41,7 @@ struct pf_reg {
     enum state state;
     int registered;      /* the driver holds it (LIVE or GONE) */
     int deferred;        /* GONE by a free() left to the registrar */
+    int orphan;          /* its context was destroyed while it was being registered */
     int refs;            /* copies through it under way, and its registering */
     unsigned count;      /* sightings */
     uint64_t last;       /* the last sighting or use (LRU) */
@@ -330,12 +331,13 @@ static void registering(struct pf_reg *g) {
     }
     int tried = g->state == LIVE && nlive <= MAX_LIVE && live_bytes <= cap();
     CUresult r = tried ? driver(g, 1) : CUDA_SUCCESS;
-    if (tried && r == CUDA_SUCCESS) {
+    /* one made in a context destroyed meanwhile went with it */
+    if (tried && r == CUDA_SUCCESS && !g->orphan) {
         g->registered = 1; /* usable once LIVE still: a free() meanwhile left it GONE */
         stats.registered++;
         peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
         pf_msg(PF_DEBUG, "registered %zu bytes at %p", size, (void *)g->base);
-    } else if (tried) {
+    } else if (tried && r != CUDA_SUCCESS) {
         /* the program's own registration, a file mapping, the locked-memory
          * limit: this range is staged from now on */
         stats.refused++;
@@ -576,8 +578,10 @@ void pf_register_context_gone(CUcontext ctx) {
         return;
     pthread_mutex_lock(&lock);
     for (int i = 0; i < top; i++)
-        if (in_context(&slots[i], ctx))
+        if (in_context(&slots[i], ctx)) {
             slots[i].registered = 0;
+            slots[i].orphan = 1; /* for the registrar, should it be registering it */
+        }
     unsigned long long forgotten = 0;
     drop_where(in_context, ctx, &forgotten, 0);
     pthread_mutex_unlock(&lock);
