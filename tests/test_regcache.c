@@ -303,7 +303,7 @@ static void copy(struct block *b, size_t off, size_t len)
     if (g) {
         dawdle();
         stub_copy(lo, hi, -1);
-        pf_register_done(g, len);
+        pf_register_done(g, len, 0);
     }
 }
 
@@ -449,7 +449,7 @@ static int direct_now(void *p)
     int busy;
     struct pf_reg *g = pf_register_use(p, MAX_BLOCK, &busy);
     if (g)
-        pf_register_done(g, MAX_BLOCK);
+        pf_register_done(g, MAX_BLOCK, 0);
     return g != NULL;
 }
 

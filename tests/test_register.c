@@ -441,6 +441,42 @@ static void test_own_registrations(void **s)
 }
 
 /* ---- the pageable copies' host semantics through a registration ------------------- */
+static void CUDA_CB sleep_20ms(void *arg)
+{
+    (void)arg;
+    usleep(20000);
+}
+
+/* An asynchronous H2D from a registration behind work on its stream: it
+ * lands after that work, in stream order, and has read its source when it
+ * returns; under pinfast it is read ahead into device memory (no CPU copy,
+ * no wait for the stream). */
+static void test_async_busy_stream(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    for (int round = 0; round < 4; round++) {
+        unsigned long before = fake_calls("cuMemAllocAsync");
+        uint64_t a = t_rand();
+        t_fill(r, N, a);
+        t_poison(pinned + 2 * N, N);
+        CK(D.LaunchHostFunc(stream, sleep_20ms, NULL));
+        /* earlier work writing the destination */
+        CK(D.MemcpyHtoDAsync(dev, pinned + 2 * N, N, stream));
+        CK(D.MemcpyHtoDAsync(dev, r, N, stream));
+        t_fill(r, N, t_rand());
+        CK(D.StreamSynchronize(stream));
+        t_poison(pinned, N);
+        CK(D.MemcpyDtoH(pinned, dev, N));
+        t_expect_fill(pinned, N, a, "an asynchronous H2D from a registration behind its stream's work");
+        if (t_pinfast() && OWN_MALLOC && fake_calls("cuMemAllocAsync") == before)
+            fail_msg("round %d: an H2D from a registration behind its stream's work was not read ahead", round);
+    }
+    free(r);
+}
+
 static void test_async(void **s)
 {
     (void)s;
@@ -693,6 +729,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_while_registering),
         cmocka_unit_test(test_own_registrations),
         cmocka_unit_test(test_async),
+        cmocka_unit_test(test_async_busy_stream),
         cmocka_unit_test(test_passed_through),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_fork),

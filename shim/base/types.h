@@ -31,6 +31,7 @@ struct pf_register_stats {
     unsigned long long deferred; /* frees of registered blocks left to the registrar */
     unsigned long long merged;   /* registrations taken into a wider one */
     unsigned long long copies, bytes;                         /* through them */
+    unsigned long long ahead; /* of those copies, H2D read ahead of their busy stream */
     unsigned long long live, live_bytes, peak_bytes;
     double register_seconds; /* spent in cuMemHostRegister/Unregister */
 };

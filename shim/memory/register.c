@@ -544,11 +544,12 @@ struct pf_reg *pf_register_await(const void *host, size_t n) {
     return held;
 }
 
-void pf_register_done(struct pf_reg *g, size_t bytes) {
+void pf_register_done(struct pf_reg *g, size_t bytes, int ahead) {
     pthread_mutex_lock(&lock);
     if (bytes) {
         stats.copies++;
         stats.bytes += bytes;
+        stats.ahead += (unsigned long long)ahead;
     }
     if (!--g->refs)
         pthread_cond_broadcast(&released);

@@ -31,8 +31,9 @@ struct pf_reg *pf_register_use(const void *host, size_t n, int *busy);
  * registration, making it itself if the registrar has not begun it; the
  * registration that then holds the range, or NULL.  Counts no sighting. */
 struct pf_reg *pf_register_await(const void *host, size_t n);
-/* The copy through g ended, having moved `bytes` (0: not made). */
-void pf_register_done(struct pf_reg *g, size_t bytes);
+/* The copy through g ended, having moved `bytes` (0: not made), `ahead`:
+ * read ahead of its stream (engine/registered.c). */
+void pf_register_done(struct pf_reg *g, size_t bytes, int ahead);
 
 /* Something watched (a registration or a sighting): the hooks' fast path. */
 extern int pf_register_watch_;
