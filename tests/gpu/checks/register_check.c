@@ -85,6 +85,11 @@ static void verdict(const char *what, unsigned char *r) {
     failures += bad != 0;
 }
 
+static void CUDA_CB nap_20ms(void *arg) {
+    (void)arg;
+    usleep(20000);
+}
+
 static unsigned char *map(void *at) {
     void *p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0), -1, 0);
     if (p == MAP_FAILED || (at && p != at)) {
@@ -187,6 +192,23 @@ static void check(void) {
         for (size_t i = 0; i < n; i++)
             early += r[i] != pinned[i];
     }
+    /* behind work on its stream (read ahead under pinfast): lands after
+     * that work, and has read its source when it returns */
+    size_t behind = 0;
+    for (int k = 0; k < 8; k++) {
+        fill(r, n);
+        memcpy(pinned, r, n);
+        CK(cuLaunchHostFunc(s, nap_20ms, NULL));
+        CK(cuMemsetD8Async(dev, 0x77, n, s));
+        CK(cuMemcpyHtoDAsync(dev, r, n, s));
+        memset(r, 0x33, n);
+        CK(cuStreamSynchronize(s));
+        CK(cuMemcpyDtoH(r, dev, n));
+        for (size_t i = 0; i < n; i++)
+            behind += r[i] != pinned[i];
+    }
+    printf("%-28s %s\n", "async H2D behind its stream", behind ? "WRONG" : "ok");
+    failures += behind != 0;
     printf("%-28s %s\n", "async H2D source reused", late ? "WRONG" : "ok");
     printf("%-28s %s\n", "async D2H read at return", early ? "WRONG" : "ok");
     failures += (late != 0) + (early != 0);
