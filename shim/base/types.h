@@ -29,9 +29,9 @@ struct pf_register_stats {
     unsigned long long registered, refused, dropped, evicted; /* registrations */
     unsigned long long guarded; /* undone for a copy passed to the driver as it is */
     unsigned long long deferred; /* frees of registered blocks left to the registrar */
-    unsigned long long merged;   /* registrations taken into a wider one */
     unsigned long long copies, bytes;                         /* through them */
-    unsigned long long ahead; /* of those copies, H2D read ahead of their busy stream */
+    unsigned long long ahead;   /* of those copies, H2D read ahead of their busy stream */
+    unsigned long long spanned; /* of those copies, through several registrations */
     unsigned long long live, live_bytes, peak_bytes;
     double register_seconds; /* spent in cuMemHostRegister/Unregister */
 };

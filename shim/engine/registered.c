@@ -40,14 +40,25 @@ static void give_event(struct pf_context *c, CUevent ev, CUresult r) {
         PF_CALL(cuEventDestroy_v2, ev);
 }
 
-/* The DMA and the wait for it, with an event of the stream's context. */
-static CUresult direct(const struct pf_xfer *x, struct pf_context *c) {
+/* x's DMAs, one per registration holding its bytes, between its host
+ * memory and dev, on s. */
+static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdeviceptr dev, CUstream s) {
+    CUresult r = CUDA_SUCCESS;
+    for (int i = 0; i < h->n && r == CUDA_SUCCESS; i++) {
+        size_t off = h->piece[i].off, len = h->piece[i].len;
+        r = x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, dev + off, (const char *)x->host + off, len, s)
+                                 : PF_CALL(cuMemcpyDtoHAsync_v2, (char *)x->host + off, dev + off, len, s);
+    }
+    return r;
+}
+
+/* The DMAs and the wait for them, with an event of the stream's context. */
+static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c) {
     CUevent ev;
     CUresult r = take_event(c, &ev);
     if (r != CUDA_SUCCESS)
         return r;
-    r = x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, x->host, x->bytes, x->stream)
-                             : PF_CALL(cuMemcpyDtoHAsync_v2, x->host, x->dev, x->bytes, x->stream);
+    r = dmas(x, h, x->dev, x->stream);
     if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS)
         r = pf_event_await(ev);
     give_event(c, ev, r);
@@ -74,7 +85,7 @@ static CUstream own_stream(struct pf_context *c) {
  * stream waits for that read, copies the bytes into place in its turn and
  * frees them.  0 when it could not begin (no stream, no memory, too large):
  * the copy is staged instead. */
-static int ahead(const struct pf_xfer *x, struct pf_context *c, CUresult *result) {
+static int ahead(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, CUresult *result) {
     CUstream own = x->bytes <= pf_options()->reg_ahead ? own_stream(c) : NULL;
     if (!own)
         return 0;
@@ -86,7 +97,7 @@ static int ahead(const struct pf_xfer *x, struct pf_context *c, CUresult *result
         PF_CALL(cuMemFreeAsync, tmp, own);
         began = 0;
     }
-    if (began && PF_CALL(cuMemcpyHtoDAsync_v2, tmp, x->host, x->bytes, own) != CUDA_SUCCESS) {
+    if (began && dmas(x, h, tmp, own) != CUDA_SUCCESS) {
         PF_CALL(cuMemFreeAsync, tmp, own);
         give_event(c, ev, CUDA_SUCCESS);
         began = 0;
@@ -112,8 +123,9 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         return 0;
     struct pf_context *c = pf_context_of(x->stream, 0);
     int busy = 0;
-    struct pf_reg *g = !c ? NULL : wait ? pf_register_await(x->host, x->bytes) : pf_register_use(x->host, x->bytes, &busy);
-    if (!g) /* being registered: staged, even a copy too small to stage */
+    struct pf_hold h;
+    int held = !c ? 0 : wait ? pf_register_await(x->host, x->bytes, &h) : pf_register_use(x->host, x->bytes, &busy, &h);
+    if (!held) /* being registered: staged, even a copy too small to stage */
         return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier
      * work on its stream ends; waiting for the registered copy would wait
@@ -123,16 +135,16 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
      * stream, where this waits for its own, as the driver's would.  Read
      * ahead, either waits for neither. */
     if (x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
-        if (ahead(x, c, result)) {
-            pf_register_done(g, *result == CUDA_SUCCESS ? x->bytes : 0, 1);
+        if (ahead(x, &h, c, result)) {
+            pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0, 1);
             return 1;
         }
         if (!wait) {
-            pf_register_done(g, 0, 0);
+            pf_register_done(&h, 0, 0);
             return -1;
         }
     }
-    *result = direct(x, c);
-    pf_register_done(g, *result == CUDA_SUCCESS ? x->bytes : 0, 0);
+    *result = direct(x, &h, c);
+    pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0, 0);
     return 1;
 }

@@ -274,55 +274,49 @@ static struct pf_reg *slot_for_sighting(void) {
     return v;
 }
 
-/* Whether g takes in h, a registration it overlaps: the driver registers a
- * page once.  Ranges that only touch are taken in by a copy across them (it
- * overlaps both), never merely for lying side by side: unrelated blocks
- * would then be undone together, and undoing one synchronises the device. */
-static int neighbours(const struct pf_reg *g, const struct pf_reg *h) {
-    return h != g && (h->state == LIVE || h->state == GONE) && overlaps(g->base, g->end, h->base, h->end);
-}
+/* Whether h holds pages, registered or being registered or undone. */
+static int holds(const struct pf_reg *h) { return h->state == LIVE || h->state == GONE; }
 
-/* Registers g (DUE), widened over the registrations it overlaps (undone
- * first, their union registered in one piece), making room under the
- * caps.  g is LIVE and held meanwhile, so that copies over it are
- * staged and a drop waits for its end.  Left a sighting, for the next one
- * to try again, when a neighbour is in use, being made or undone, or the
- * union passes the cap (lock held; dropped meanwhile). */
+/* Registers g (DUE), making room under the caps.  Only pages no
+ * registration holds are registered: g shrinks to the first run of them (a
+ * longer copy over a registration, or across two, adds what it lacks; the
+ * next sighting takes any other run), and nothing registered is ever undone
+ * to make room for a wider one, as undoing synchronises the device.  g is
+ * LIVE and held meanwhile, so that copies over it are staged and a drop
+ * waits for its end.  Left a sighting when the run passes the cap (lock
+ * held; dropped meanwhile). */
 static void registering(struct pf_reg *g) {
-    struct pf_reg *merged[SLOTS];
-    int k = 0;
-    uintptr_t base = g->base, end = g->end, lo = g->lo, hi = g->hi;
-    unsigned long long uses = 0;
-    for (int i = 0; i < top; i++) {
-        struct pf_reg *h = &slots[i];
-        if (!neighbours(g, h))
-            continue;
-        if (h->state == GONE || h->refs || !h->registered) {
-            g->state = SEEN;
-            return;
-        }
-        merged[k++] = h;
-        base = h->base < base ? h->base : base;
-        end = h->end > end ? h->end : end;
-        lo = h->lo < lo ? h->lo : lo;
-        hi = h->hi > hi ? h->hi : hi;
-        uses += h->uses;
+    uintptr_t base = g->base, end = g->end;
+    for (int moved = 1; moved && base < end;) {
+        moved = 0;
+        for (int i = 0; i < top; i++)
+            if (&slots[i] != g && holds(&slots[i]) && slots[i].base <= base && base < slots[i].end) {
+                base = slots[i].end;
+                moved = 1;
+            }
     }
-    size_t size = end - base;
-    if (size > cap()) {
-        g->state = SEEN;
+    if (base >= end) { /* all registered already */
+        retire_mark(g);
+        rebound();
         return;
     }
-    for (int i = 0; i < k; i++)
-        retire_mark(merged[i]);
+    for (int i = 0; i < top; i++)
+        if (&slots[i] != g && holds(&slots[i]) && base < slots[i].base && slots[i].base < end)
+            end = slots[i].base;
+    size_t size = end - base;
+    int refused = 0; /* by the driver, for a part of the run: as this will be */
+    for (int i = 0; i < top; i++)
+        refused |= &slots[i] != g && slots[i].state == REFUSED && overlaps(slots[i].base, slots[i].end, base, end);
+    if (size > cap() || refused) {
+        g->state = refused ? REFUSED : SEEN;
+        return;
+    }
+    uintptr_t lo = g->lo > base ? g->lo : base, hi = g->hi < end ? g->hi : end;
     *g = (struct pf_reg){.base = base, .end = end, .lo = lo, .hi = hi, .state = LIVE, .refs = 1,
-                         .count = g->count, .last = g->last, .uses = uses, .ctx = g->ctx};
+                         .count = g->count, .last = g->last, .ctx = g->ctx};
     nlive++;
     live_bytes += size;
     rebound(); /* the guard sees it from now on, registered or not yet */
-    for (int i = 0; i < k; i++)
-        retire(merged[i]);
-    stats.merged += (unsigned long long)k;
     struct pf_reg *v;
     while ((nlive > MAX_LIVE || live_bytes > cap()) && g->state == LIVE && (v = lru_live())) {
         stats.evicted++;
@@ -443,41 +437,80 @@ static int frees_seen(void) {
     return s;
 }
 
-struct pf_reg *pf_register_use(const void *host, size_t n, int *busy) {
+/* The registrations holding all of [base, end), the pages of the copy
+ * [lo, hi), in address order, into h: their count, 0 when a page is not
+ * registered or PF_REG_PIECES do not cover it (lock held). */
+static int cover(uintptr_t base, uintptr_t end, uintptr_t lo, uintptr_t hi, struct pf_hold *h) {
+    int k = 0;
+    for (uintptr_t pos = base; pos < end;) {
+        struct pf_reg *f = NULL;
+        for (int i = 0; i < top && !f; i++)
+            if (slots[i].state == LIVE && slots[i].registered && slots[i].base <= pos && pos < slots[i].end)
+                f = &slots[i];
+        if (!f || k == PF_REG_PIECES)
+            return 0;
+        uintptr_t a = lo > f->base ? lo : f->base, b = hi < f->end ? hi : f->end;
+        h->piece[k++] = (struct pf_piece){f, a - lo, b - a};
+        pos = f->end;
+    }
+    return h->n = k;
+}
+
+/* The copy [lo, hi) holds the pieces of h (lock held). */
+static void hold(struct pf_hold *h, uintptr_t lo, uintptr_t hi, uint64_t now) {
+    for (int i = 0; i < h->n; i++) {
+        struct pf_reg *g = h->piece[i].g;
+        g->refs++;
+        g->last = now;
+        g->uses++;
+        uintptr_t a = lo > g->base ? lo : g->base, b = hi < g->end ? hi : g->end;
+        g->lo = a < g->lo ? a : g->lo;
+        g->hi = b > g->hi ? b : g->hi;
+    }
+}
+
+/* A registration due or being made meets [base, end): a copy over it is
+ * staged (the driver may take its pages for pinned any moment), and one
+ * that cannot be waits for it (lock held). */
+static struct pf_reg *pending(uintptr_t base, uintptr_t end, int due) {
+    for (int i = 0; i < top; i++) {
+        struct pf_reg *g = &slots[i];
+        if (overlaps(g->base, g->end, base, end) &&
+            (due ? g->state == DUE : g->state == DUE || (g->state == LIVE && !g->registered)))
+            return g;
+    }
+    return NULL;
+}
+
+int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
     const struct pf_options *o = pf_options();
-    /* a smaller copy is only looked up: one inside a registration must not
+    /* a smaller copy is only looked up: one over a registration must not
      * reach the driver as a plain copy (the guards in entry/copy_entries.c
      * and entry/batch_entries.c) */
     int sight = o->reg && n >= o->reg_min && frees_seen();
     *busy = 0;
+    h->n = 0;
     if (!n || (!sight && !pf_register_near(host, n)))
-        return NULL;
+        return 0;
     uintptr_t lo = (uintptr_t)host, hi = lo + n;
     uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
-    struct pf_reg *held = NULL;
     CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
     if (PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
         ctx = NULL;
     pthread_mutex_lock(&lock);
     uint64_t now = ++clock_;
+    int k = cover(base, end, lo, hi, h);
     struct pf_reg *seen = NULL;
-    for (int i = 0; i < top && !held; i++) {
-        struct pf_reg *g = &slots[i];
-        int inside = base >= g->base && end <= g->end;
-        if (g->state == LIVE && g->registered && inside) {
-            held = g;
-            continue;
-        }
-        /* due or being registered: staged meanwhile, never passed through */
-        *busy |= inside && (g->state == DUE || g->state == LIVE);
-        if (g->state != FREE && g->state != GONE && g->base == base && g->end == end)
-            seen = g;
+    if (k) {
+        hold(h, lo, hi, now);
+    } else {
+        *busy = pending(base, end, 0) != NULL;
+        for (int i = 0; i < top && sight && !seen; i++)
+            if (slots[i].state != FREE && slots[i].state != GONE && slots[i].base == base && slots[i].end == end)
+                seen = &slots[i];
     }
     int start = 0;
-    if (held) {
-        held->refs++;
-        seen = NULL; /* a range inside a registration is never registered again */
-    } else if (!sight) {
+    if (k || !sight) {
         seen = NULL;
     } else if (seen) {
         seen->count += seen->state == SEEN || seen->state == REFUSED;
@@ -498,60 +531,44 @@ struct pf_reg *pf_register_use(const void *host, size_t n, int *busy) {
     }
     if (seen)
         seen->last = now;
-    if (held) {
-        held->last = now;
-        held->uses++;
-        held->lo = lo < held->lo ? lo : held->lo;
-        held->hi = hi > held->hi ? hi : held->hi;
-    }
     pthread_mutex_unlock(&lock);
     if (start)
         start_registrar();
-    return held;
+    return k;
 }
 
-struct pf_reg *pf_register_await(const void *host, size_t n) {
-    uintptr_t base = (uintptr_t)host & ~(page() - 1), end = ((uintptr_t)host + n + page() - 1) & ~(page() - 1);
-    struct pf_reg *held = NULL;
+int pf_register_await(const void *host, size_t n, struct pf_hold *h) {
+    uintptr_t lo = (uintptr_t)host, hi = lo + n;
+    uintptr_t base = lo & ~(page() - 1), end = (hi + page() - 1) & ~(page() - 1);
+    int k = 0;
+    h->n = 0;
     pthread_mutex_lock(&lock);
-    for (;;) {
-        struct pf_reg *due = NULL;
-        int flight = 0;
-        for (int i = 0; i < top && !held; i++) {
-            struct pf_reg *g = &slots[i];
-            if (base < g->base || end > g->end)
-                continue;
-            if (g->state == LIVE && g->registered)
-                held = g;
-            else if (g->state == DUE)
-                due = g;
-            else
-                flight |= g->state == LIVE;
-        }
-        if (held || (!due && !flight))
-            break;
-        if (due)
-            registering(due); /* as the registrar would */
-        else
+    for (struct pf_reg *g; !(k = cover(base, end, lo, hi, h));) {
+        if ((g = pending(base, end, 1)))
+            registering(g); /* as the registrar would */
+        else if (pending(base, end, 0))
             pthread_cond_wait(&released, &lock);
+        else
+            break;
     }
-    if (held) {
-        held->refs++;
-        held->uses++;
-        held->last = ++clock_;
-    }
+    if (k)
+        hold(h, lo, hi, ++clock_);
     pthread_mutex_unlock(&lock);
-    return held;
+    return k;
 }
 
-void pf_register_done(struct pf_reg *g, size_t bytes, int ahead) {
+void pf_register_done(struct pf_hold *h, size_t bytes, int ahead) {
     pthread_mutex_lock(&lock);
     if (bytes) {
         stats.copies++;
         stats.bytes += bytes;
         stats.ahead += (unsigned long long)ahead;
+        stats.spanned += h->n > 1;
     }
-    if (!--g->refs)
+    int freed = 0;
+    for (int i = 0; i < h->n; i++)
+        freed |= !--h->piece[i].g->refs;
+    if (freed)
         pthread_cond_broadcast(&released);
     pthread_mutex_unlock(&lock);
 }

@@ -17,23 +17,32 @@
 
 struct pf_reg;
 
+/* The registrations a copy goes through, in address order: each piece's
+ * bytes, from `off` within the copy, lie in one registration. */
+#define PF_REG_PIECES 8
+struct pf_hold {
+    int n;
+    struct pf_piece { struct pf_reg *g; size_t off, len; } piece[PF_REG_PIECES];
+};
+
 /* A copy of n bytes at host (pageable; no capture under way, the caller in
- * the relaxed capture mode): the registration that holds it, held until
- * pf_register_done, or NULL; *busy then set when a registration of it is
- * due or under way (the copy must be staged: the driver may take the range
- * for pinned any moment).  From PINFAST_REGISTER_MIN on, counts the
- * sighting and, when this one is its PINFAST_REGISTER_AFTER-th, hands the
- * range to the registrar, which registers it in the current context; it is
+ * the relaxed capture mode): the number of registrations that hold all of
+ * it, into h, held until pf_register_done, or 0; *busy then set when a
+ * registration over any of it is due or under way (the copy must be
+ * staged: the driver may take the range for pinned any moment).  From
+ * PINFAST_REGISTER_MIN on, counts the sighting and, when this one is its
+ * PINFAST_REGISTER_AFTER-th, hands the range to the registrar, which
+ * registers its pages not yet registered, in the current context; it is
  * staged until then. */
-struct pf_reg *pf_register_use(const void *host, size_t n, int *busy);
+int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h);
 /* As pf_register_use, for a copy that can be neither staged nor passed
- * through while its range is due or being registered: waits for that
- * registration, making it itself if the registrar has not begun it; the
- * registration that then holds the range, or NULL.  Counts no sighting. */
-struct pf_reg *pf_register_await(const void *host, size_t n);
-/* The copy through g ended, having moved `bytes` (0: not made), `ahead`:
+ * through while a registration over it is due or being made: waits for
+ * that registration, making it itself if the registrar has not begun it;
+ * counts no sighting. */
+int pf_register_await(const void *host, size_t n, struct pf_hold *h);
+/* The copy through h ended, having moved `bytes` (0: not made), `ahead`:
  * read ahead of its stream (engine/registered.c). */
-void pf_register_done(struct pf_reg *g, size_t bytes, int ahead);
+void pf_register_done(struct pf_hold *h, size_t bytes, int ahead);
 
 /* Something watched (a registration or a sighting): the hooks' fast path. */
 extern int pf_register_watch_;
