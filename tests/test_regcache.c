@@ -325,7 +325,7 @@ static void copy(struct block *b, size_t off, size_t len)
     if (held) {
         dawdle();
         pieces(&h, held, lo, len, -1);
-        pf_register_done(&h, len, 0);
+        pf_register_done(&h, len);
     }
 }
 
@@ -472,7 +472,7 @@ static int direct_now(void *p)
     struct pf_hold h;
     int held = pf_register_use(p, MAX_BLOCK, &busy, &h);
     if (held)
-        pf_register_done(&h, MAX_BLOCK, 0);
+        pf_register_done(&h, MAX_BLOCK);
     return held;
 }
 
@@ -482,7 +482,7 @@ static int direct_now_half(void *p)
     struct pf_hold h;
     int held = pf_register_use(p, MAX_BLOCK / 2, &busy, &h);
     if (held)
-        pf_register_done(&h, MAX_BLOCK / 2, 0);
+        pf_register_done(&h, MAX_BLOCK / 2);
     return held;
 }
 
@@ -555,7 +555,7 @@ static int two_pieces(void *p)
     pieces(&h, held, (uintptr_t)p, MAX_BLOCK, 1);
     pieces(&h, held, (uintptr_t)p, MAX_BLOCK, -1);
     if (held)
-        pf_register_done(&h, MAX_BLOCK, 0);
+        pf_register_done(&h, MAX_BLOCK);
     return held == 2;
 }
 

@@ -82,9 +82,6 @@ static const struct option table[] = {
      "smaller copies are never registered"},
     {"PINFAST_REGISTER_AFTER", K_INT, F(reg_after), "2", 1, 1000, NULL,
      "a range is registered after its Nth copy, by a background thread"},
-    {"PINFAST_REGISTER_AHEAD", K_SIZE, F(reg_ahead), "256M", 0, 1LL << 40, NULL,
-     "an async H2D from a registered range behind work on its stream is read ahead into device "
-     "memory up to this size; larger ones are staged; 0: all staged"},
 };
 
 struct pf_options pf_options_parsed;

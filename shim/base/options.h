@@ -31,7 +31,6 @@ struct pf_options {
     size_t reg_max;         /* registered bytes at most; 0: the locked-memory limit, RAM / 4 */
     size_t reg_min;         /* smaller copies are never registered */
     int reg_after;          /* a range is registered at its Nth copy */
-    size_t reg_ahead;       /* device memory an async H2D from a registration may borrow */
     /* derived: a trace, or every copy's stack walked, wants every call timed */
     int time_every_call;
 };

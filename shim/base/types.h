@@ -30,7 +30,6 @@ struct pf_register_stats {
     unsigned long long guarded; /* undone for a copy passed to the driver as it is */
     unsigned long long deferred; /* frees of registered blocks left to the registrar */
     unsigned long long copies, bytes;                         /* through them */
-    unsigned long long ahead;   /* of those copies, H2D read ahead of their busy stream */
     unsigned long long spanned; /* of those copies, through several registrations */
     unsigned long long live, live_bytes, peak_bytes;
     double register_seconds; /* spent in cuMemHostRegister/Unregister */

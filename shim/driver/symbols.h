@@ -137,7 +137,7 @@
     X(cuEventQuery) X(cuEventDestroy_v2)                                      \
     X(cuStreamAddCallback) X(cuStreamWaitEvent) X(cuStreamQuery)              \
     X(cuArray3DGetDescriptor_v2) X(cuMemRetainAllocationHandle) X(cuMemRelease) \
-    X(cuDeviceGetCount) X(cuStreamCreate)
+    X(cuDeviceGetCount)
 
 /* PF_IF_1(x) is x, PF_IF_0(x) nothing: for a table column that is 0 or 1. */
 #define PF_IF_1(...) __VA_ARGS__

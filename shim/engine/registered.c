@@ -3,13 +3,9 @@
  * memory the driver's copy is truly asynchronous, where the plain pageable
  * copy is not: an H2D returns once its source has been read, a D2H once its
  * data has landed.  So the copy is followed by an event, waited for before
- * returning, as the staged copy waits for its last chunk.  An asynchronous
- * H2D behind work on its stream is read ahead, on a stream of pinfast's,
- * into device memory the program's stream then moves into place: the caller
- * waits for the read alone. */
+ * returning, as the staged copy waits for its last chunk. */
 #include "engine.h"
 #include "staging.h"
-#include "../base/options.h"
 #include "../driver/driver.h"
 #include "../memory/register.h"
 
@@ -65,59 +61,6 @@ static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct 
     return r;
 }
 
-/* c's own stream, non-blocking, made on first need; NULL: none. */
-static CUstream own_stream(struct pf_context *c) {
-    pthread_mutex_lock(&c->lock);
-    if (!c->ahead_tried) {
-        c->ahead_tried = 1;
-        int pushed = pf_context_enter(c->handle);
-        if (PF_CALL(cuStreamCreate, &c->ahead, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
-            c->ahead = NULL;
-        pf_context_leave(pushed);
-    }
-    CUstream s = c->ahead;
-    pthread_mutex_unlock(&c->lock);
-    return s;
-}
-
-/* The asynchronous H2D x, whose stream is busy: its source read now into
- * device memory of the stream-ordered allocator, on c's own stream; x's
- * stream waits for that read, copies the bytes into place in its turn and
- * frees them.  0 when it could not begin (no stream, no memory, too large):
- * the copy is staged instead. */
-static int ahead(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, CUresult *result) {
-    CUstream own = x->bytes <= pf_options()->reg_ahead ? own_stream(c) : NULL;
-    if (!own)
-        return 0;
-    int pushed = pf_context_enter(c->handle);
-    CUdeviceptr tmp;
-    CUevent ev;
-    int began = PF_CALL(cuMemAllocAsync, &tmp, x->bytes, own) == CUDA_SUCCESS;
-    if (began && take_event(c, &ev) != CUDA_SUCCESS) {
-        PF_CALL(cuMemFreeAsync, tmp, own);
-        began = 0;
-    }
-    if (began && dmas(x, h, tmp, own) != CUDA_SUCCESS) {
-        PF_CALL(cuMemFreeAsync, tmp, own);
-        give_event(c, ev, CUDA_SUCCESS);
-        began = 0;
-    }
-    if (began) {
-        CUresult r = PF_CALL(cuEventRecord, ev, own);
-        if (r == CUDA_SUCCESS && (r = PF_CALL(cuStreamWaitEvent, x->stream, ev, 0)) == CUDA_SUCCESS)
-            r = PF_CALL(cuMemcpyDtoDAsync_v2, x->dev, tmp, x->bytes, x->stream);
-        /* freed behind the copy into place, or, failing that, behind the read */
-        PF_CALL(cuMemFreeAsync, tmp, r == CUDA_SUCCESS ? x->stream : own);
-        /* the source may be reused once this returns: its read is awaited
-         * whatever became of the rest */
-        CUresult w = r == CUDA_SUCCESS ? pf_event_await(ev) : PF_CALL(cuStreamSynchronize, own);
-        *result = r == CUDA_SUCCESS ? w : r;
-        give_event(c, ev, *result);
-    }
-    pf_context_leave(pushed);
-    return began;
-}
-
 int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     if (x->shape) /* its host rows are pitched: staged */
         return 0;
@@ -132,19 +75,12 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
      * for that work too: such a copy is staged unless the stream is idle.
      * One that cannot be staged (`wait`) goes direct all the same: passed
      * through, it would undo the registration, which waits for every
-     * stream, where this waits for its own, as the driver's would.  Read
-     * ahead, either waits for neither. */
-    if (x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
-        if (ahead(x, &h, c, result)) {
-            pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0, 1);
-            return 1;
-        }
-        if (!wait) {
-            pf_register_done(&h, 0, 0);
-            return -1;
-        }
+     * stream, where this waits for its own, as the driver's would. */
+    if (!wait && x->dir == PF_DIR_H2D && x->async && PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS) {
+        pf_register_done(&h, 0);
+        return -1;
     }
     *result = direct(x, &h, c);
-    pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0, 0);
+    pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
     return 1;
 }

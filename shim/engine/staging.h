@@ -75,8 +75,6 @@ struct pf_context {
     struct pf_bounce bounce;
     CUevent spare[SPARE_EVENTS]; /* registered copies' events, kept for the next (lock held) */
     int nspare;
-    CUstream ahead;    /* reads ahead of a busy stream (registered.c); made on first need */
-    int ahead_tried;
 };
 
 enum { IDLE, COPYING, DMA };

@@ -557,12 +557,11 @@ int pf_register_await(const void *host, size_t n, struct pf_hold *h) {
     return k;
 }
 
-void pf_register_done(struct pf_hold *h, size_t bytes, int ahead) {
+void pf_register_done(struct pf_hold *h, size_t bytes) {
     pthread_mutex_lock(&lock);
     if (bytes) {
         stats.copies++;
         stats.bytes += bytes;
-        stats.ahead += (unsigned long long)ahead;
         stats.spanned += h->n > 1;
     }
     int freed = 0;

@@ -40,9 +40,8 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h);
  * that registration, making it itself if the registrar has not begun it;
  * counts no sighting. */
 int pf_register_await(const void *host, size_t n, struct pf_hold *h);
-/* The copy through h ended, having moved `bytes` (0: not made), `ahead`:
- * read ahead of its stream (engine/registered.c). */
-void pf_register_done(struct pf_hold *h, size_t bytes, int ahead);
+/* The copy through h ended, having moved `bytes` (0: not made). */
+void pf_register_done(struct pf_hold *h, size_t bytes);
 
 /* Something watched (a registration or a sighting): the hooks' fast path. */
 extern int pf_register_watch_;
