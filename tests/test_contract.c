@@ -419,63 +419,6 @@ static void test_no_spinning_while_waiting(void **s)
     free(h);
 }
 
-/* ---- a fresh destination ------------------------------------------------------- */
-/* The VmFlags of the mapping holding p, from /proc/self/smaps ("" if none). */
-static void vm_flags(const void *p, char *out, size_t size)
-{
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[256];
-    int in = 0;
-    out[0] = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
-            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-        else if (in && !strncmp(line, "VmFlags:", 8))
-            snprintf(out, size, "%s", line + 8);
-    }
-    if (f)
-        fclose(f);
-}
-
-/* A D2H into memory never touched: every byte right, nothing written around
- * it; under pinfast, where the system uses huge pages on advice, the 2 MiB
- * interior was advised (VmFlags "hg"). */
-static void test_fresh_destination(void **s)
-{
-    (void)s;
-    size_t map = 40 * MiB, n = 32 * MiB + 777, off = 4096 + 13;
-    unsigned char *m = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    assert_true(m != MAP_FAILED);
-    memset(m, 0x5A, off);                        /* guards, in the same mapping */
-    memset(m + off + n, 0x5A, map - off - n);
-    unsigned char *h = malloc(n);
-    CUdeviceptr d;
-    CK(D.MemAlloc(&d, n));
-    uint64_t salt = t_rand();
-    t_fill(h, n, salt);
-    CK(D.MemcpyHtoD(d, h, n));
-    CK(D.MemcpyDtoH(m + off, d, n));
-    t_expect_fill(m + off, n, salt, "a D2H into fresh memory");
-    for (size_t i = 0; i < map; i++)
-        if ((i < off || i >= off + n) && m[i] != 0x5A)
-            fail_msg("byte %zu outside the destination changed", i);
-    char thp[80] = "", flags[512];
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (f) {
-        if (!fgets(thp, sizeof thp, f))
-            thp[0] = 0;
-        fclose(f);
-    }
-    vm_flags(m + 4 * MiB, flags, sizeof flags);
-    print_message("THP %s; VmFlags of the destination:%s", thp, flags);
-    if (t_pinfast() && strstr(thp, "[madvise]") && !strstr(flags, " hg"))
-        fail_msg("the fresh destination was not advised huge pages");
-    CK(D.MemFree(d));
-    free(h);
-    munmap(m, map);
-}
-
 /* A checked 3 MiB round trip in the current context, which must stage
  * under pinfast: a context's records must never run out. */
 static void staged_round_trip(const char *what, int round)
@@ -539,7 +482,6 @@ int main(void)
         cmocka_unit_test(test_other_context_stream),
         cmocka_unit_test(test_no_wait_for_other_stream),
         cmocka_unit_test(test_no_spinning_while_waiting),
-        cmocka_unit_test(test_fresh_destination),
         cmocka_unit_test(test_contexts_come_and_go),
         cmocka_unit_test(test_primary_reset),
     };

@@ -144,9 +144,10 @@ static void test_64mib(void **s)
     roundtrip(n, H_PINNED, 1, S);
 }
 
-/* 1 when the system gives huge pages to every anonymous fault, advised or
- * not: then a byte touched near the destination brings its whole 2 MiB in. */
-static int thp_always(void)
+/* Whether transparent huge pages are in the given mode ("[always]": every
+ * anonymous fault, advised or not, so that a byte touched near the
+ * destination brings its whole 2 MiB in; "[madvise]": on advice only). */
+static int thp_mode(const char *mode)
 {
     char buf[80] = {0};
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
@@ -155,14 +156,39 @@ static int thp_always(void)
             buf[0] = 0;
         fclose(f);
     }
-    return strstr(buf, "[always]") != NULL;
+    return strstr(buf, mode) != NULL;
 }
 
+static int thp_always(void) { return thp_mode("[always]"); }
+static int thp_madvise(void) { return thp_mode("[madvise]"); }
+
+/* The VmFlags of the mapping holding p, from /proc/self/smaps ("" if none). */
+static void vm_flags(const void *p, char *out, size_t size)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[256];
+    int in = 0;
+    out[0] = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && !strncmp(line, "VmFlags:", 8))
+            snprintf(out, size, "%s", line + 8);
+    }
+    if (f)
+        fclose(f);
+}
+
+/* A D2H into memory never touched: every byte right, nothing written around
+ * it; under pinfast, where the system uses huge pages on advice, the 2 MiB
+ * interior was advised (VmFlags "hg"). */
 /* A D2H into memory mapped just before and never touched (what .cpu() and
  * a checkpoint save write into), at a random offset past a 2 MiB boundary,
  * sync and async: every byte arrives, the bytes around it are untouched, and
  * the pages it does not reach stay out of memory (pinfast faults the
- * destination in ahead of its copy, huge pages advised: never more). */
+ * destination in ahead of its copy, huge pages advised: never more); under
+ * pinfast, with THP on advice, the destination was advised huge pages. */
 static void test_fresh_destination(void **s)
 {
     (void)s;
@@ -195,6 +221,10 @@ static void test_fresh_destination(void **s)
         snprintf(what, sizeof what, "D2H of %zu bytes into fresh memory at +%zu", n, lead);
         t_expect_fill(out, n, salt, what);
         expect_poison(out - GUARD, GUARD, what);
+        char flags[512];
+        vm_flags((void *)(((uintptr_t)out + huge - 1) & ~(uintptr_t)(huge - 1)), flags, sizeof flags);
+        if (t_pinfast() && thp_madvise() && !strstr(flags, " hg"))
+            fail_msg("%s: not advised huge pages (VmFlags:%s)", what, flags);
         unsigned char *end = out + n, *tail = (unsigned char *)(((uintptr_t)end + page - 1) & ~(uintptr_t)(page - 1));
         for (unsigned char *q = end; q < tail; q++)
             if (*q)
