@@ -112,11 +112,11 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
         pl->sync_seconds);
     pf_put(o,
         "\"registrations\":{\"registered\":%llu,\"refused\":%llu,\"dropped\":%llu,\"evicted\":%llu,"
-        "\"guarded\":%llu,\"deferred\":%llu,\"copies\":%llu,\"bytes\":%llu,\"spanned\":%llu,\"live\":%llu,\"live_bytes\":%llu,\"peak_bytes\":%llu,"
-        "\"register_seconds\":%.6f},\n",
+        "\"guarded\":%llu,\"deferred\":%llu,\"copies\":%llu,\"bytes\":%llu,\"live\":%llu,"
+        "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"spanned\":%llu},\n",
         e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
-        e->reg.copies, e->reg.bytes, e->reg.spanned,
-        e->reg.live, e->reg.live_bytes, e->reg.peak_bytes, e->reg.register_seconds);
+        e->reg.copies, e->reg.bytes, e->reg.live, e->reg.live_bytes, e->reg.peak_bytes, e->reg.register_seconds,
+        e->reg.spanned);
     report_extras_json(o, wall, e, pl);
     if (pf_options()->callsites)
         callsites_json(o);

@@ -95,7 +95,8 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
     }
     if (e->reg.registered + e->reg.refused)
         pf_put(o, "pinfast: registrations: %llu made (%llu refused by the driver, %llu dropped as "
-               "their memory changed, %llu evicted, %llu undone for copies passed through, %llu frees deferred), %llu copies of %.1f MiB through them (%llu across several), %.1f MiB "
+               "their memory changed, %llu evicted, %llu undone for copies passed through, %llu frees "
+               "deferred), %llu copies of %.1f MiB through them (%llu across several), %.1f MiB "
                "registered at most, %.3f s registering\n",
             e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
             e->reg.copies, e->reg.bytes / 1048576.0, e->reg.spanned, e->reg.peak_bytes / 1048576.0,
