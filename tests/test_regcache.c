@@ -581,6 +581,33 @@ static void test_growing_prefix(void **s)
     assert_int_equal(nstub, 0);
 }
 
+/* A copy that can be neither staged nor passed through waits for the
+ * registration that will hold it; one that nothing will hold whole (half
+ * of it being registered) does not wait: it is passed through. */
+static void test_await_partial(void **s)
+{
+    (void)s;
+    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK);
+    assert_non_null(p);
+    make_due(p, MAX_BLOCK / 2);
+    struct pf_hold h;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(pf_register_await(p, MAX_BLOCK, &h), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(registering_now(NULL)); /* it did not wait for the registration */
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    if (waited > 1)
+        fail_msg("a copy half of which is being registered waited %.1f s for it", waited);
+    gate(0);
+    assert_true(t_await(direct_now_half, p));
+    long want = atomic_load(&released) + 1;
+    program_free(p);
+    assert_true(t_await(released_to, &want));
+    expect_no_failure();
+    assert_int_equal(nstub, 0);
+}
+
 static void *context_gone(void *arg)
 {
     (void)arg;
@@ -628,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_drop_while_registering),
         cmocka_unit_test(test_context_gone_while_registering),
         cmocka_unit_test(test_growing_prefix),
+        cmocka_unit_test(test_await_partial),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -437,16 +437,35 @@ static int frees_seen(void) {
     return s;
 }
 
+/* The registration holding the page at pos, or NULL; `coming`: one due or
+ * being made will do (lock held). */
+static struct pf_reg *holding(uintptr_t pos, int coming) {
+    for (int i = 0; i < top; i++) {
+        struct pf_reg *g = &slots[i];
+        if (g->base <= pos && pos < g->end &&
+            ((g->state == LIVE && g->registered) || (coming && (g->state == DUE || g->state == LIVE))))
+            return g;
+    }
+    return NULL;
+}
+
+/* Whether every page of [base, end) is registered, or due or being
+ * registered (lock held). */
+static int coverable(uintptr_t base, uintptr_t end) {
+    const struct pf_reg *g;
+    for (uintptr_t pos = base; pos < end; pos = g->end)
+        if (!(g = holding(pos, 1)))
+            return 0;
+    return 1;
+}
+
 /* The registrations holding all of [base, end), the pages of the copy
  * [lo, hi), in address order, into h: their count, 0 when a page is not
  * registered or PF_REG_PIECES do not cover it (lock held). */
 static int cover(uintptr_t base, uintptr_t end, uintptr_t lo, uintptr_t hi, struct pf_hold *h) {
     int k = 0;
     for (uintptr_t pos = base; pos < end;) {
-        struct pf_reg *f = NULL;
-        for (int i = 0; i < top && !f; i++)
-            if (slots[i].state == LIVE && slots[i].registered && slots[i].base <= pos && pos < slots[i].end)
-                f = &slots[i];
+        struct pf_reg *f = holding(pos, 0);
         if (!f || k == PF_REG_PIECES)
             return 0;
         uintptr_t a = lo > f->base ? lo : f->base, b = hi < f->end ? hi : f->end;
@@ -543,7 +562,10 @@ int pf_register_await(const void *host, size_t n, struct pf_hold *h) {
     int k = 0;
     h->n = 0;
     pthread_mutex_lock(&lock);
-    for (struct pf_reg *g; !(k = cover(base, end, lo, hi, h));) {
+    /* a copy some of whose pages nothing will register is passed through
+     * (its guard cancels what is due): registering the rest would only be
+     * undone */
+    for (struct pf_reg *g; !(k = cover(base, end, lo, hi, h)) && coverable(base, end);) {
         if ((g = pending(base, end, 1)))
             registering(g); /* as the registrar would */
         else if (pending(base, end, 0))
