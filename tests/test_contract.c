@@ -310,13 +310,6 @@ static void *s1_copies(void *arg)
     return NULL;
 }
 
-/* Whether the fake holds p registered (pinfast's registration cache). */
-static int registered_at(void *p)
-{
-    int (*at)(const void *) = (int (*)(const void *))fn("fakecuda_registered_at");
-    return at(p);
-}
-
 static void CUDA_CB sleep_30ms(void *arg)
 {
     (void)arg;
@@ -350,7 +343,7 @@ static void test_no_wait_for_other_stream(void **s)
             CK(D.MemcpyHtoD(d2, b, n2));
         /* the registrar's, soon after: a sanitizer's malloc leaves pinfast
          * registering nothing (test_register.c) */
-        if (registered && t_pinfast() && !t_await((int (*)(void *))registered_at, b))
+        if (registered && t_pinfast() && !t_await(fake_registered_at, b))
             print_message("b was not registered: the case runs as a staged one\n");
         flag = released = s2_done = 0;
         pthread_t w, t1;

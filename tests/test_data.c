@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "t.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -570,15 +569,12 @@ static void test_mapped(void **s)
  * registrar), wherever the program's free goes (valgrind's memcheck
  * replaces pinfast's too: nothing may be registered there), and the blocks
  * malloc gives next move their own bytes. */
-static long (*registered)(void);
-static int registered_as(void *before) { return registered() == *(long *)before; }
+static int registered_as(void *before) { return fake_registered() == *(long *)before; }
 
 static void test_freed_blocks(void **s)
 {
     (void)s;
-    *(void **)&registered = dlsym(drv_libcuda(), "fakecuda_registered");
-    assert_non_null(registered);
-    long before = registered();
+    long before = fake_registered();
     size_t n = t_rand_range(2 << 20, 3 << 20);
     CUdeviceptr d;
     CK(D.MemAlloc(&d, n));
@@ -591,7 +587,7 @@ static void test_freed_blocks(void **s)
         free(h);
         free(o);
         if (!t_await(registered_as, &before)) /* the registrar unregisters them */
-            fail_msg("round %d: %ld registration(s) outlived free()", round, registered() - before);
+            fail_msg("round %d: %ld registration(s) outlived free()", round, fake_registered() - before);
     }
     CK(D.MemFree(d));
 }

@@ -466,25 +466,19 @@ static void make_due(unsigned char *p, size_t n)
     assert_true(busy);
 }
 
-static int direct_now(void *p)
+/* Whether a copy of n bytes at p goes through registrations now. */
+static int direct(void *p, size_t n)
 {
     int busy;
     struct pf_hold h;
-    int held = pf_register_use(p, MAX_BLOCK, &busy, &h);
+    int held = pf_register_use(p, n, &busy, &h);
     if (held)
-        pf_register_done(&h, MAX_BLOCK);
+        pf_register_done(&h, n);
     return held;
 }
 
-static int direct_now_half(void *p)
-{
-    int busy;
-    struct pf_hold h;
-    int held = pf_register_use(p, MAX_BLOCK / 2, &busy, &h);
-    if (held)
-        pf_register_done(&h, MAX_BLOCK / 2);
-    return held;
-}
+static int direct_now(void *p) { return direct(p, MAX_BLOCK); }
+static int direct_now_half(void *p) { return direct(p, MAX_BLOCK / 2); }
 
 static int released_to(void *want) { return atomic_load(&released) >= *(long *)want; }
 

@@ -134,6 +134,33 @@ unsigned long fake_calls(const char *exported)
     return fn ? fn(exported) : 0;
 }
 
+/* A function the fake exports for its tests; abort without it. */
+static void *fake_fn(const char *name)
+{
+    void *f = dlsym(drv_libcuda(), name);
+    if (!f) {
+        fprintf(stderr, "the fake driver has no %s\n", name);
+        abort();
+    }
+    return f;
+}
+
+long fake_registered(void)
+{
+    static long (*fn)(void);
+    if (!fn)
+        *(void **)&fn = fake_fn("fakecuda_registered");
+    return fn();
+}
+
+int fake_registered_at(void *p)
+{
+    static int (*fn)(const void *);
+    if (!fn)
+        *(void **)&fn = fake_fn("fakecuda_registered_at");
+    return fn(p);
+}
+
 void fake_reset(void)
 {
     static void (*fn)(void);

@@ -42,4 +42,8 @@ int drv_context0(const struct drv *d, CUcontext *ctx);
 
 unsigned long fake_calls(const char *exported);
 void fake_reset(void);
+/* The fake's registrations (pinfast's registration cache among them): how
+ * many it holds, and whether p lies in one (void *: a t_await predicate). */
+long fake_registered(void);
+int fake_registered_at(void *p);
 #endif
