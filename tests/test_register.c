@@ -10,7 +10,7 @@
  * copies through a registration keep the pageable copies' host semantics,
  * threads copy and free at once, a range over registrations registers only
  * the pages they lack and undoes none of them, a forked child and exit() leave nothing
- * registered.  pinfast registers on a thread of its own, and unregisters
+ * registered, a copy through a registration waits for its DMA asleep.  pinfast registers on a thread of its own, and unregisters
  * freed blocks there: the cases wait for it, and check that a range being
  * registered is staged meanwhile, that munmap, madvise and fork of one wait
  * for it, and that a freed block is not given out again while registered.
@@ -677,10 +677,57 @@ static void test_exit(void **s)
     assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
 }
 
+/* Slow DMAs (FAKECUDA_DELAY_US): copies through a registration wait for
+ * theirs asleep, not spinning a core in the driver as it does for an event
+ * not made blocking (the fake as the real driver, tests/fake/fake_stream.c).
+ * The caller's CPU time stays under a third of the copies' time; each copy
+ * checked. */
+static int wait_child(void)
+{
+    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX))
+        return 44;
+    CUdeviceptr d;
+    size_t n = N / 2; /* both registered under an 8 MiB locked-memory limit */
+    unsigned char *h = malloc(n), *o = malloc(n);
+    if (!h || !o || D.MemAlloc(&d, n))
+        return 45;
+    for (int i = 0; i < 3; i++)
+        if (t_round_trip(h, o, d, n))
+            return 46;
+    int registered = t_pinfast() && OWN_MALLOC;
+    if (registered && (!t_await(fake_registered_at, h) || !t_await(fake_registered_at, o)))
+        return 47;
+    struct timespec w0, w1, c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    for (int i = 0; i < 12; i++)
+        if (t_round_trip(h, o, d, n))
+            return 46;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    if (registered && cpu > wall / 3) {
+        fprintf(stderr, "copies through a registration: %.3f s of CPU in %.3f s\n", cpu, wall);
+        return 48;
+    }
+    return 0;
+}
+
+static void test_wait_sleeps(void **s)
+{
+    (void)s;
+    char *argv[] = {"test_register", "--wait-child", NULL};
+    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", "FAKECUDA_DELAY_US=20000", NULL};
+    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--exit-child"))
         return exit_child();
+    if (argc > 1 && !strcmp(argv[1], "--wait-child"))
+        return wait_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_mmapped),
         cmocka_unit_test(test_free_heap),
@@ -701,6 +748,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fork),
         cmocka_unit_test(test_fork_registering),
         cmocka_unit_test(test_exit),
+        cmocka_unit_test(test_wait_sleeps),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -57,7 +57,8 @@ class Report:
         s = sorted(seconds)
         med = statistics.median(s)
         m = {"name": name, "direction": direction, "bytes": nbytes, "seconds": med,
-             "min_s": s[0], "max_s": s[-1], "reps": len(s)}
+             "min_s": s[0], "max_s": s[-1], "reps": len(s),
+             "samples_s": [round(x, 6) for x in seconds]}
         if nbytes and med > 0:
             m["gbps"] = nbytes / med / 1e9
         if unit and med > 0:

@@ -52,7 +52,7 @@ static void create(struct pf_context *c) {
     int k = 0;
     for (; k < (int)n; k++) {
         c->slots[k].mem = (char *)block + (size_t)k * size;
-        if (PF_CALL(cuEventCreate, &c->slots[k].ev, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        if (PF_CALL(cuEventCreate, &c->slots[k].ev, PF_WAIT_EVENT) != CUDA_SUCCESS)
             break;
     }
     if (!k && block)
@@ -140,6 +140,33 @@ void pf_engine_context_gone(CUcontext ctx) {
 }
 
 
+
+/* An event of c's for one wait: a spare one, or made (in c, made current). */
+CUresult pf_context_event(struct pf_context *c, CUevent *ev) {
+    *ev = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->nspare)
+        *ev = c->spare[--c->nspare];
+    pthread_mutex_unlock(&c->lock);
+    if (*ev)
+        return CUDA_SUCCESS;
+    int pushed = pf_context_enter(c->handle);
+    CUresult r = PF_CALL(cuEventCreate, ev, PF_WAIT_EVENT);
+    pf_context_leave(pushed);
+    return r;
+}
+
+/* Keeps ev for the next copy, if there is room and it did not fail. */
+void pf_context_event_back(struct pf_context *c, CUevent ev, CUresult r) {
+    pthread_mutex_lock(&c->lock);
+    if (r == CUDA_SUCCESS && c->nspare < SPARE_EVENTS) {
+        c->spare[c->nspare++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (ev)
+        PF_CALL(cuEventDestroy_v2, ev);
+}
 
 /* The next free slot, taking them in turn: a slot the workers copied out
  * of keeps its lines in their caches for a while, and a DMA into lines

@@ -18,6 +18,20 @@
 static unsigned long long staged_copies, staged_bytes;
 static uint64_t caller_ns; /* callers' CPU time inside staged copies */
 
+/* Returns once the work queued on s is over, asleep past POLL_NS, where
+ * cuStreamSynchronize spins a core; an error of the event's, the driver's
+ * own wait answers. */
+static CUresult drained(struct pf_context *c, CUstream s) {
+    CUevent ev;
+    CUresult r = pf_context_event(c, &ev);
+    if (r == CUDA_SUCCESS) {
+        if ((r = PF_CALL(cuEventRecord, ev, s)) == CUDA_SUCCESS)
+            r = pf_event_await(ev, POLL_NS);
+        pf_context_event_back(c, ev, r);
+    }
+    return r == CUDA_SUCCESS ? r : PF_CALL(cuStreamSynchronize, s);
+}
+
 /* The staged copy, once pf_route_confirm() and the context's slots allow
  * it; its chunks' times go into tl (when not NULL), the debug lines out
  * when debug. */
@@ -94,7 +108,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
         /* plain pageable H2D copies wait for the stream before reading the
          * source (something queued earlier may still write it) */
         if (x->dir == PF_DIR_H2D && !x->async)
-            *result = PF_CALL(cuStreamSynchronize, x->stream);
+            *result = drained(c, x->stream);
         t2 = pf_stamp(stamps);
         if (*result == CUDA_SUCCESS) {
             /* the workers wake while the caller takes its first chunk; not

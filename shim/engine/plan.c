@@ -122,13 +122,13 @@ static void pause(void) {
 static uint64_t polled_ns; /* the report's CPU time spent waiting */
 
 /* Returns once ev has completed (or its stream met an error): polls
- * POLL_NS, then sleeps in the driver, which waits as the plain driver's own
- * copies do.  The polling is counted. */
-CUresult pf_event_await(CUevent ev) {
+ * poll_ns, then waits in the driver, as the plain driver's own copies do.
+ * The polling is counted. */
+CUresult pf_event_await(CUevent ev, uint64_t poll_ns) {
     uint64_t t0 = pf_now_ns(), t;
     CUresult r;
     while ((r = PF_CALL(cuEventQuery, ev)) == CUDA_ERROR_NOT_READY) {
-        if ((t = pf_now_ns()) - t0 > POLL_NS) {
+        if ((t = pf_now_ns()) - t0 > poll_ns) {
             __atomic_fetch_add(&polled_ns, t - t0, __ATOMIC_RELAXED);
             return PF_CALL(cuEventSynchronize, ev);
         }
@@ -138,9 +138,10 @@ CUresult pf_event_await(CUevent ev) {
     return r;
 }
 
-/* Returns once the slot's fence is over (or its stream met an error). */
-static CUresult await(struct pf_slot *s) {
-    CUresult r = s->fenced ? pf_event_await(s->ev) : CUDA_SUCCESS;
+/* Returns once the slot's fence is over (or its stream met an error),
+ * `ahead` bytes of DMAs up to it. */
+static CUresult await(struct pf_slot *s, size_t ahead) {
+    CUresult r = s->fenced ? pf_event_await(s->ev, POLL_NS + (uint64_t)(ahead >> 10) * SLOW_NS_PER_MIB / 1024) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
         s->fenced = 0;
     return r;
@@ -280,13 +281,13 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
          * only the DMA can move, wait for the oldest one */
         if (!progress && !pf_task_help(help_max)) {
             if (count && !copying(h, nh))
-                err = await(h[fifo[first]].s);
+                err = await(h[fifo[first]].s, p->chunk);
             else
                 pause();
         }
     }
     if (!err && h2d && !p->x->async && count) { /* they complete in order */
-        err = await(h[fifo[(first + count - 1) % nh]].s);
+        err = await(h[fifo[(first + count - 1) % nh]].s, count * p->chunk);
         for (; count && !err; count--, first = (first + 1) % nh)
             h[fifo[first]].s->fenced = 0;
     }

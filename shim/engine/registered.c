@@ -8,32 +8,34 @@
 #include "staging.h"
 #include "../driver/driver.h"
 #include "../memory/register.h"
+#include "../base/message.h"
 
-/* An event of c's for one copy: a spare one, or made (in c, made current). */
-static CUresult take_event(struct pf_context *c, CUevent *ev) {
-    *ev = NULL;
-    pthread_mutex_lock(&c->lock);
-    if (c->nspare)
-        *ev = c->spare[--c->nspare];
-    pthread_mutex_unlock(&c->lock);
-    if (*ev)
-        return CUDA_SUCCESS;
-    int pushed = pf_context_enter(c->handle);
-    CUresult r = PF_CALL(cuEventCreate, ev, CU_EVENT_DISABLE_TIMING);
-    pf_context_leave(pushed);
-    return r;
-}
+#include <time.h>
 
-/* Keeps ev for the next copy, if there is room and it did not fail. */
-static void give_event(struct pf_context *c, CUevent ev, CUresult r) {
-    pthread_mutex_lock(&c->lock);
-    if (r == CUDA_SUCCESS && c->nspare < SPARE_EVENTS) {
-        c->spare[c->nspare++] = ev;
-        ev = NULL;
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (ev)
-        PF_CALL(cuEventDestroy_v2, ev);
+/* The wait for a registered copy's DMA sleeps: for most of the time the DMA
+ * should take, then in the driver (docs/design.md 4a).  It wakes WAKE_EARLY_NS
+ * before 7/8 of that time (the timer's slack, a busy machine's scheduling);
+ * shorter sleeps are not worth it; copies under LEARN_FROM are too short to
+ * time the link. */
+#define SLEEP_MIN_NS 100000u
+#define WAKE_EARLY_NS 200000u
+#define LEARN_FROM ((size_t)4 << 20)
+
+/* The link's pace, ns per MiB, per direction (H2D, D2H): `per` once two
+ * copies in a row agreed on it (0 until then), `seen` the last one. */
+static struct pace { uint64_t per, seen; } paces[2];
+
+/* A DMA of one copy took `ns` per MiB: a first is trusted once the next
+ * agrees with it within a quarter; then each moves the pace by a quarter,
+ * slower by at most a quarter of it (a copy behind other work on its stream
+ * looks slow). */
+static void learn(struct pace *p, uint64_t ns) {
+    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED), last = __atomic_exchange_n(&p->seen, ns, __ATOMIC_RELAXED);
+    if (!per && last && ns < last + last / 4 && last < ns + ns / 4)
+        per = (ns + last) / 2;
+    else if (per)
+        per = (3 * per + (ns < per / 2 ? per / 2 : ns > per + per / 4 ? per + per / 4 : ns)) / 4;
+    __atomic_store_n(&p->per, per, __ATOMIC_RELAXED);
 }
 
 /* x's DMAs, one per registration holding its bytes, between its host
@@ -48,22 +50,58 @@ static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdevicep
     return r;
 }
 
-/* The DMAs and the wait for them, with an event of the stream's context. */
-static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c) {
+/* Waits for ev, recorded after x's DMAs, issued at t0: asleep until shortly
+ * before 7/8 of the time the pace gives them, then polling until that time
+ * is up and POLL_NS more, then asleep in the driver.  A DMA over before the
+ * sleep ended makes the pace a quarter faster (the link got faster, or a
+ * slow copy taught it). */
+static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0) {
+    struct pace *p = &paces[x->dir == PF_DIR_D2H];
+    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
+    double mib = (double)x->bytes / (1 << 20);
+    uint64_t expect = (uint64_t)(mib * (double)per), wake = t0 + expect - expect / 8, now = pf_now_ns();
+    if (wake > now + WAKE_EARLY_NS + SLEEP_MIN_NS) {
+        uint64_t ns = wake - now - WAKE_EARLY_NS;
+        struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+        nanosleep(&ts, NULL);
+        CUresult r = PF_CALL(cuEventQuery, ev);
+        if (r != CUDA_ERROR_NOT_READY) {
+            if (r == CUDA_SUCCESS)
+                __atomic_store_n(&p->per, per - per / 4, __ATOMIC_RELAXED);
+            return r;
+        }
+    }
+    now = pf_now_ns();
+    CUresult r = pf_event_await(ev, (t0 + expect > now ? t0 + expect - now : 0) + POLL_NS);
+    if (r == CUDA_SUCCESS && x->bytes >= LEARN_FROM)
+        learn(p, (uint64_t)((double)(pf_now_ns() - t0) / mib));
+    return r;
+}
+
+/* The DMAs and the wait for them, with an event of the stream's context;
+ * the times of each step into t (debug). */
+static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, int debug,
+                       uint64_t t[3]) {
     CUevent ev;
-    CUresult r = take_event(c, &ev);
+    CUresult r = pf_context_event(c, &ev);
     if (r != CUDA_SUCCESS)
         return r;
+    t[0] = pf_now_ns();
     r = dmas(x, h, x->dev, x->stream);
-    if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS)
-        r = pf_event_await(ev);
-    give_event(c, ev, r);
+    if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS) {
+        t[1] = pf_stamp(debug);
+        r = await_dma(x, ev, t[0]);
+    }
+    t[2] = pf_stamp(debug);
+    pf_context_event_back(c, ev, r);
     return r;
 }
 
 int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     if (x->shape) /* its host rows are pitched: staged */
         return 0;
+    int debug = pf_log_level() >= PF_DEBUG;
+    uint64_t t0 = pf_stamp(debug), t[3] = {t0, t0, t0};
     struct pf_context *c = pf_context_of(x->stream, 0);
     int busy = 0;
     struct pf_hold h;
@@ -80,7 +118,11 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         pf_register_done(&h, 0);
         return -1;
     }
-    *result = direct(x, &h, c);
+    *result = direct(x, &h, c, debug, t);
     pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
+    if (debug)
+        pf_msg(PF_DEBUG, "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f; result %d",
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
+               (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, (int)*result);
     return 1;
 }

@@ -47,6 +47,13 @@
  * sleeps in the driver: a copy queued behind a long kernel must not cost a
  * core more than the plain driver's own wait. */
 #define POLL_NS 200000u
+/* DMAs pinfast issues run at least this fast (8 GB/s): a fence not reached
+ * within its DMAs' time at this pace, and POLL_NS, waits for other work on
+ * its stream, and is waited for asleep */
+#define SLOW_NS_PER_MIB 131072u
+/* Events pinfast waits on: made blocking, or the driver's wait spins a core
+ * (a context's default scheduling) */
+#define PF_WAIT_EVENT (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)
 /* Events a context keeps for registered copies: one per thread copying at once. */
 #define SPARE_EVENTS 8
 
@@ -73,7 +80,7 @@ struct pf_context {
     int slotted;       /* the slots were made (or could not be) */
     struct pf_slot slots[MAX_SLOTS];
     struct pf_bounce bounce;
-    CUevent spare[SPARE_EVENTS]; /* registered copies' events, kept for the next (lock held) */
+    CUevent spare[SPARE_EVENTS]; /* events of waits, kept for the next (lock held) */
     int nspare;
 };
 
@@ -123,6 +130,10 @@ struct pf_context *pf_context_of(CUstream stream, int slots);
 /* Makes ctx current if it is not (returns whether it was pushed), and back. */
 int pf_context_enter(CUcontext ctx);
 void pf_context_leave(int pushed);
+/* An event of c's (PF_WAIT_EVENT) for one wait, and back when done (kept
+ * for the next when r is CUDA_SUCCESS and there is room). */
+CUresult pf_context_event(struct pf_context *c, CUevent *ev);
+void pf_context_event_back(struct pf_context *c, CUevent ev, CUresult r);
 /* Records of contexts that exist now. */
 int pf_contexts_live(void);
 /* The next free slot of c, taken in turn (lock held); NULL when none is. */
@@ -151,7 +162,7 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
  * in a forked child). */
 double pf_plan_polled_seconds(int reset);
 /* Waits for ev as a staged copy waits for its last DMA (plan.c). */
-CUresult pf_event_await(CUevent ev);
+CUresult pf_event_await(CUevent ev, uint64_t poll_ns);
 
 /* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
  * rows), between the slot and the device side. */

@@ -43,6 +43,7 @@
 #define _GNU_SOURCE
 #include "fake.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -131,6 +132,22 @@ static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq)
     s->refs++;
     while (s->completed < seq)
         pthread_cond_wait(&fake_cv, &fake_lock);
+    stream_unref_locked(s);
+}
+
+/* The wait of cuStreamSynchronize, and of cuEventSynchronize on an event
+ * made without CU_EVENT_BLOCKING_SYNC: the real driver spins a core for
+ * them in a context of default scheduling
+ * (docs/results/2026-11-25-h100-session15, probes 3 and 4); contexts made
+ * with CU_CTX_SCHED_BLOCKING_SYNC are not modelled. */
+static void stream_spin_seq_locked(struct fake_stream *s, uint64_t seq)
+{
+    s->refs++;
+    while (s->completed < seq) {
+        pthread_mutex_unlock(&fake_lock);
+        sched_yield();
+        pthread_mutex_lock(&fake_lock);
+    }
     stream_unref_locked(s);
 }
 
@@ -517,9 +534,12 @@ static CUresult stream_sync(CUstream h, int pt)
     if ((r = fake_capture_prohibit(NULL)))
         return r;
     pthread_mutex_lock(&fake_lock);
-    uint64_t target = s->enqueued;
-    while (s->completed < target)
-        pthread_cond_wait(&fake_cv, &fake_lock);
+    /* the legacy stream's synchronize waits for the blocking streams' work
+     * queued before it too, as an op on it would */
+    for (struct fake_stream *t = g_streams; s->kind == STREAM_LEGACY && t; t = t->next)
+        if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed)
+            stream_spin_seq_locked(t, t->enqueued);
+    stream_spin_seq_locked(s, s->enqueued); /* as the real driver's */
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }
@@ -825,8 +845,10 @@ FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (e->s)
+    if (e->s && (e->flags & CU_EVENT_BLOCKING_SYNC))
         stream_wait_seq_locked(e->s, e->seq);
+    else if (e->s)
+        stream_spin_seq_locked(e->s, e->seq);
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }
