@@ -12,13 +12,13 @@
 
 #include <time.h>
 
-/* The wait for a registered copy's DMA sleeps: for most of the time the DMA
- * should take, then in the driver (docs/design.md 4a).  It wakes WAKE_EARLY_NS
- * before 7/8 of that time (the timer's slack, a busy machine's scheduling);
- * shorter sleeps are not worth it; copies under LEARN_FROM are too short to
- * time the link. */
-#define SLEEP_MIN_NS 100000u
-#define WAKE_EARLY_NS 200000u
+/* The wait for a registered copy's DMA sleeps when the DMA should take
+ * SLEEP_FROM_NS or more: until WAKE_EARLY_NS before 7/8 of that time, then
+ * polls, then waits in the driver (docs/design.md 4a); waking costs a
+ * virtual machine's CPU hundreds of microseconds, so shorter DMAs are
+ * polled.  Copies under LEARN_FROM are too short to time the link. */
+#define SLEEP_FROM_NS 2000000u
+#define WAKE_EARLY_NS 500000u
 #define LEARN_FROM ((size_t)4 << 20)
 
 /* The link's pace, ns per MiB, per direction (H2D, D2H): `per` once two
@@ -60,7 +60,7 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0) {
     uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
     double mib = (double)x->bytes / (1 << 20);
     uint64_t expect = (uint64_t)(mib * (double)per), wake = t0 + expect - expect / 8, now = pf_now_ns();
-    if (wake > now + WAKE_EARLY_NS + SLEEP_MIN_NS) {
+    if (expect >= SLEEP_FROM_NS && wake > now + WAKE_EARLY_NS) {
         uint64_t ns = wake - now - WAKE_EARLY_NS;
         struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
         nanosleep(&ts, NULL);
