@@ -137,9 +137,9 @@ static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq)
 
 /* The wait of cuStreamSynchronize, and of cuEventSynchronize on an event
  * made without CU_EVENT_BLOCKING_SYNC: the real driver spins a core for
- * them in a context of default scheduling
- * (docs/results/2026-11-25-h100-session15, probes 3 and 4); contexts made
- * with CU_CTX_SCHED_BLOCKING_SYNC are not modelled. */
+ * them in a context of default scheduling (tests/gpu/probes/probe_waits.c,
+ * docs/results/2026-11-25-h100-session15); contexts made with
+ * CU_CTX_SCHED_BLOCKING_SYNC are not modelled. */
 static void stream_spin_seq_locked(struct fake_stream *s, uint64_t seq)
 {
     s->refs++;
