@@ -10,7 +10,8 @@
  * copies through a registration keep the pageable copies' host semantics,
  * threads copy and free at once, a range over registrations registers only
  * the pages they lack and undoes none of them, a forked child and exit() leave nothing
- * registered, a copy through a registration waits for its DMA asleep.  pinfast registers on a thread of its own, and unregisters
+ * registered, a copy through a registration waits for its DMA asleep and
+ * learns its pace only from DMAs that started at once.  pinfast registers on a thread of its own, and unregisters
  * freed blocks there: the cases wait for it, and check that a range being
  * registered is staged meanwhile, that munmap, madvise and fork of one wait
  * for it, and that a freed block is not given out again while registered.
@@ -677,6 +678,60 @@ static void test_exit(void **s)
     assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
 }
 
+static void CUDA_CB sleep_50ms(void *arg)
+{
+    (void)arg;
+    usleep(50000);
+}
+
+static double wall_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Copies through a registration queued behind 50 ms of other work, again
+ * and again, in a process that has timed no DMA yet: their DMAs' pace is
+ * not learned from them, so that the next copy, on an idle stream, does not
+ * sleep through 50 ms it will not take.  Each copy checked. */
+static int pace_child(void)
+{
+    CUdeviceptr d;
+    size_t n = N; /* at least the size a DMA is timed from */
+    unsigned char *h = malloc(n), *o = malloc(n);
+    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX) || !h || !o || D.MemAlloc(&d, n))
+        return 44;
+    for (int i = 0; i < 2; i++) /* registered after the second */
+        if (D.MemcpyHtoD(d, h, n))
+            return 45;
+    if (t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, h))
+        return 47;
+    for (int i = 0; i < 6; i++)
+        if (D.LaunchHostFunc(NULL, sleep_50ms, NULL) || D.MemcpyHtoD(d, h, n)) /* waits for it first */
+            return 45;
+    for (int i = 0; i < 3; i++) {
+        double t0 = wall_now();
+        if (t_round_trip(h, o, d, n))
+            return 46;
+        double t = wall_now() - t0;
+        if (t > 0.03) {
+            fprintf(stderr, "a round trip on an idle stream took %.1f ms, after copies behind 50 ms of work\n",
+                    t * 1e3);
+            return 48;
+        }
+    }
+    return 0;
+}
+
+static void test_pace_behind_work(void **s)
+{
+    (void)s;
+    char *argv[] = {"test_register", "--pace-child", NULL};
+    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", NULL};
+    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
+}
+
 /* Slow DMAs (FAKECUDA_DELAY_US): copies through a registration wait for
  * theirs asleep, not spinning a core in the driver as it does for an event
  * not made blocking (the fake as the real driver, tests/fake/fake_stream.c).
@@ -728,6 +783,8 @@ int main(int argc, char **argv)
         return exit_child();
     if (argc > 1 && !strcmp(argv[1], "--wait-child"))
         return wait_child();
+    if (argc > 1 && !strcmp(argv[1], "--pace-child"))
+        return pace_child();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_free_mmapped),
         cmocka_unit_test(test_free_heap),
@@ -749,6 +806,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fork_registering),
         cmocka_unit_test(test_exit),
         cmocka_unit_test(test_wait_sleeps),
+        cmocka_unit_test(test_pace_behind_work),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -50,14 +50,16 @@ static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdevicep
     return r;
 }
 
-/* Waits for ev, recorded after x's DMAs, issued at t0: asleep until shortly
- * before 7/8 of the time the pace gives them, then polling until that time
- * is up and POLL_NS more, then asleep in the driver.  A DMA over before the
- * sleep ended makes the pace a quarter faster (the link got faster, or a
- * slow copy taught it). */
-static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0) {
+/* Waits for ev, recorded after x's DMAs, issued at t0 on a stream that was
+ * idle (`idle`: they started at once): asleep until shortly before 7/8 of
+ * the time the pace gives them, then polling until that time is up and
+ * POLL_NS more, then asleep in the driver.  A DMA over before the sleep
+ * ended makes the pace a quarter faster (the link got faster).  Behind
+ * other work nothing is known of the DMAs' end: POLL_NS, then asleep, and
+ * nothing learned. */
+static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0, int idle) {
     struct pace *p = &paces[x->dir == PF_DIR_D2H];
-    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
+    uint64_t per = idle ? __atomic_load_n(&p->per, __ATOMIC_RELAXED) : 0;
     double mib = (double)x->bytes / (1 << 20);
     uint64_t expect = (uint64_t)(mib * (double)per), wake = t0 + expect - expect / 8, now = pf_now_ns();
     if (expect >= SLEEP_FROM_NS && wake > now + WAKE_EARLY_NS) {
@@ -73,27 +75,36 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0) {
     }
     now = pf_now_ns();
     CUresult r = pf_event_await(ev, (t0 + expect > now ? t0 + expect - now : 0) + POLL_NS);
-    if (r == CUDA_SUCCESS && x->bytes >= LEARN_FROM)
+    if (r == CUDA_SUCCESS && idle)
         learn(p, (uint64_t)((double)(pf_now_ns() - t0) / mib));
     return r;
 }
 
-/* The DMAs and the wait for them, with an event of the stream's context;
- * the times of each step into t (debug). */
+/* The DMAs and the wait for them, with events of the stream's context; a
+ * copy of LEARN_FROM or more has one before its DMAs too, to tell whether
+ * they started at once; the times of each step into t (debug). */
 static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, int debug,
                        uint64_t t[3]) {
-    CUevent ev;
+    CUevent ev, before = NULL;
     CUresult r = pf_context_event(c, &ev);
     if (r != CUDA_SUCCESS)
         return r;
+    if (x->bytes >= LEARN_FROM && (pf_context_event(c, &before) != CUDA_SUCCESS ||
+                                   PF_CALL(cuEventRecord, before, x->stream) != CUDA_SUCCESS)) {
+        if (before)
+            pf_context_event_back(c, before, CUDA_ERROR_UNKNOWN);
+        before = NULL;
+    }
     t[0] = pf_now_ns();
     r = dmas(x, h, x->dev, x->stream);
     if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS) {
         t[1] = pf_stamp(debug);
-        r = await_dma(x, ev, t[0]);
+        r = await_dma(x, ev, t[0], before && PF_CALL(cuEventQuery, before) == CUDA_SUCCESS);
     }
     t[2] = pf_stamp(debug);
     pf_context_event_back(c, ev, r);
+    if (before)
+        pf_context_event_back(c, before, CUDA_SUCCESS);
     return r;
 }
 
