@@ -54,8 +54,8 @@
 /* Events pinfast waits on: made blocking, or the driver's wait spins a core
  * (a context's default scheduling) */
 #define PF_WAIT_EVENT (CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)
-/* Events a context keeps for registered copies: one per thread copying at once. */
-#define SPARE_EVENTS 8
+/* Events a context keeps for waits: two per thread copying through a registration at once. */
+#define SPARE_EVENTS 16
 
 struct pf_slot {
     char *mem;
