@@ -17,10 +17,12 @@
  * for it, and that a freed block is not given out again while registered.
  * Runs plain (the same expectations) and under pinfast. */
 #define _GNU_SOURCE
+#include "report.h"
 #include "t.h"
 #include "spawn.h"
 
 #include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -777,6 +779,54 @@ static void test_wait_sleeps(void **s)
     assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL), 0);
 }
 
+/* The report's estimate of what the registrations saved (JSON): in each
+ * direction, the registered rows' bytes at the staged rows' pace less the
+ * registered rows' time, and their bytes at the staging CPU per GiB, from
+ * the rows and staging figures of the same report. */
+static void test_report_saved(void **s)
+{
+    (void)s;
+    if (!t_pinfast() || !OWN_MALLOC)
+        skip();
+    const char *dir = sp_tmpdir("saved");
+    assert_non_null(dir);
+    char file[256], stats_file[300];
+    snprintf(file, sizeof file, "%s/r.json", dir);
+    snprintf(stats_file, sizeof stats_file, "PINFAST_STATS_FILE=%s", file);
+    char *argv[] = {"test_register", "--wait-child", NULL};
+    const char *set[] = {"PFT_PINFAST=1", "FAKECUDA_DELAY_US=20000", "PINFAST_STATS=json", stats_file, NULL};
+    assert_int_equal(sp_run(argv, 1, set, NULL, NULL, 120, NULL), 0);
+    static struct report r;
+    if (report_read(file, &r))
+        fail_msg("report: %s", r.err);
+    assert_true(r.reg.present && r.reg.copies > 0);
+    double want = 0, want_cpu = 0, gib = (double)(1 << 30);
+    int any = 0;
+    for (int d = 0; d < 2; d++) {
+        double st_bytes = 0, st_s = 0, rg_bytes = 0, rg_s = 0;
+        for (int i = 0; i < r.nt; i++) {
+            const struct rep_row *w = &r.t[i];
+            if (strcmp(w->direction, d ? "D2H" : "H2D") || w->gbps < 0)
+                continue;
+            if (!strcmp(w->path, "staged"))
+                st_bytes += (double)w->bytes, st_s += w->seconds;
+            else if (!strcmp(w->path, "registered"))
+                rg_bytes += (double)w->bytes, rg_s += w->seconds;
+        }
+        if (!st_bytes || !st_s || !rg_bytes)
+            continue;
+        any = 1;
+        want += rg_bytes * st_s / st_bytes - rg_s;
+        want_cpu += r.staging.cpu_seconds / ((double)r.staging.bytes / gib) * rg_bytes / gib;
+    }
+    assert_true(any); /* the first copies of each range were staged */
+    if (fabs(r.reg.saved_seconds - want) > 1e-5 + 1e-3 * fabs(want) ||
+        fabs(r.reg.saved_cpu_seconds - want_cpu) > 1e-5 + 1e-3 * want_cpu)
+        fail_msg("saved %.6f s and %.6f CPU s, where the rows give %.6f and %.6f", r.reg.saved_seconds,
+                 r.reg.saved_cpu_seconds, want, want_cpu);
+    sp_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--exit-child"))
@@ -807,6 +857,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_exit),
         cmocka_unit_test(test_wait_sleeps),
         cmocka_unit_test(test_pace_behind_work),
+        cmocka_unit_test(test_report_saved),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

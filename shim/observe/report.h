@@ -42,6 +42,10 @@ int pf_any_copy(int a, int d, int m, int p);
 int pf_sync_copy(int a, int d, int m, int p);
 int pf_driver_pageable(int a, int d, int m, int p);
 int pf_staged_rows(int a, int d, int m, int p);
+/* What the copies through registrations saved against staging them, at
+ * this run's own staging speed (rows with a rate, per direction) and CPU
+ * per GiB staged: 0 when no direction had both. */
+int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *cpu_seconds);
 /* " at X GB/s" over the rows of a total that have a rate; "" when none has. */
 const char *pf_at_rate(char *buf, size_t size, struct pf_cell c);
 

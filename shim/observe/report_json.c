@@ -113,10 +113,15 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
     pf_put(o,
         "\"registrations\":{\"registered\":%llu,\"refused\":%llu,\"dropped\":%llu,\"evicted\":%llu,"
         "\"guarded\":%llu,\"deferred\":%llu,\"copies\":%llu,\"bytes\":%llu,\"live\":%llu,"
-        "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"spanned\":%llu},\n",
+        "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"spanned\":%llu,",
         e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
         e->reg.copies, e->reg.bytes, e->reg.live, e->reg.live_bytes, e->reg.peak_bytes, e->reg.register_seconds,
         e->reg.spanned);
+    double saved, saved_cpu;
+    if (pf_register_saved(e, &saved, &saved_cpu))
+        pf_put(o, "\"saved_seconds\":%.6f,\"saved_cpu_seconds\":%.6f},\n", saved, saved_cpu);
+    else
+        pf_put(o, "\"saved_seconds\":null,\"saved_cpu_seconds\":null},\n");
     report_extras_json(o, wall, e, pl);
     if (pf_options()->callsites)
         callsites_json(o);

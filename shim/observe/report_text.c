@@ -93,14 +93,19 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
                "callers' inside staged copies, %.3f s of it polling for the GPU\n",
             e->cpu_seconds, pf_per_gib(e->cpu_seconds, e->bytes), e->caller_seconds, e->wait_seconds);
     }
-    if (e->reg.registered + e->reg.refused)
+    double saved, saved_cpu;
+    if (e->reg.registered + e->reg.refused) {
         pf_put(o, "pinfast: registrations: %llu made (%llu refused by the driver, %llu dropped as "
                "their memory changed, %llu evicted, %llu undone for copies passed through, %llu frees "
                "deferred), %llu copies of %.1f MiB through them (%llu across several), %.1f MiB "
-               "registered at most, %.3f s registering\n",
+               "registered at most, %.3f s registering",
             e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
             e->reg.copies, e->reg.bytes / 1048576.0, e->reg.spanned, e->reg.peak_bytes / 1048576.0,
             e->reg.register_seconds);
+        if (pf_register_saved(e, &saved, &saved_cpu))
+            pf_put(o, "; against this run's staging they saved %.3f s and %.3f s of CPU", saved, saved_cpu);
+        pf_put(o, "\n");
+    }
     if (pl->hits + pl->misses)
         pf_put(o, "pinfast: pinned pool: %llu hits, %llu misses, %.1f MiB idle (peak %.1f), %llu "
                "trimmed, %.3f s of allocation saved, %.3f s synchronising at free\n",

@@ -105,6 +105,28 @@ int pf_driver_pageable(int a, int d, int m, int p) {
 }
 int pf_staged_rows(int a, int d, int m, int p) { return (void)a, (void)d, (void)m, p == PF_PATH_STAGED; }
 
+int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *cpu_seconds) {
+    int any = 0;
+    *seconds = *cpu_seconds = 0;
+    for (int d = PF_DIR_H2D; d <= PF_DIR_D2H; d++) {
+        struct pf_cell st = {0, 0, 0, 0}, rg = {0, 0, 0, 0}, *into[2] = {&st, &rg};
+        const int paths[2] = {PF_PATH_STAGED, PF_PATH_REGISTERED};
+        for (int a = 0; a < PF_COPY_API_COUNT; a++)
+            for (int m = 0; m < PF_MEM_COUNT; m++)
+                for (int k = 0; k < 2; k++)
+                    if (pf_has_rate(a, d, paths[k])) {
+                        into[k]->bytes += pf_sum.copies[a][d][m][paths[k]].bytes;
+                        into[k]->ns += pf_sum.copies[a][d][m][paths[k]].ns;
+                    }
+        if (!st.bytes || !st.ns || !rg.bytes)
+            continue;
+        any = 1;
+        *seconds += ((double)rg.bytes * (double)st.ns / (double)st.bytes - (double)rg.ns) * 1e-9;
+        *cpu_seconds += pf_per_gib(e->cpu_seconds, e->bytes) * (double)rg.bytes / (double)(1ull << 30);
+    }
+    return any;
+}
+
 /* " at X GB/s" over the rows of a total that have a rate; "" when none has. */
 const char *pf_at_rate(char *buf, size_t size, struct pf_cell c) {
     if (!c.ns)

@@ -181,6 +181,40 @@ static int pool(struct p *p, struct rep_pool *w)
     return lit(p, '}');
 }
 
+/* A number, or null (-1) */
+static int num_or_null(struct p *p, double *out)
+{
+    ws(p);
+    if (!strncmp(p->s, "null", 4)) {
+        p->s += 4;
+        *out = -1;
+        return 0;
+    }
+    return num(p, out);
+}
+
+/* the "registrations" object after its key */
+static int registrations(struct p *p, struct rep_registrations *w)
+{
+    w->present = 1;
+    return lit(p, '{') ||
+        count(p, "registered", &w->registered) || lit(p, ',') ||
+        count(p, "refused", &w->refused) || lit(p, ',') ||
+        count(p, "dropped", &w->dropped) || lit(p, ',') ||
+        count(p, "evicted", &w->evicted) || lit(p, ',') ||
+        count(p, "guarded", &w->guarded) || lit(p, ',') ||
+        count(p, "deferred", &w->deferred) || lit(p, ',') ||
+        count(p, "copies", &w->copies) || lit(p, ',') ||
+        count(p, "bytes", &w->bytes) || lit(p, ',') ||
+        count(p, "live", &w->live) || lit(p, ',') ||
+        count(p, "live_bytes", &w->live_bytes) || lit(p, ',') ||
+        count(p, "peak_bytes", &w->peak_bytes) || lit(p, ',') ||
+        key(p, "register_seconds") || num(p, &w->register_seconds) || lit(p, ',') ||
+        count(p, "spanned", &w->spanned) || lit(p, ',') ||
+        key(p, "saved_seconds") || num_or_null(p, &w->saved_seconds) || lit(p, ',') ||
+        key(p, "saved_cpu_seconds") || num_or_null(p, &w->saved_cpu_seconds) || lit(p, '}') ? -1 : 0;
+}
+
 /* Skips one JSON value: sections that later versions add after the pool. */
 static int skip(struct p *p)
 {
@@ -261,7 +295,8 @@ int report_parse(const char *text, struct report *r)
     while (*p.s == ',') { /* further sections: "summary", "histogram", "advice", ... */
         char k[64];
         p.s++;
-        if (str(&p, k, sizeof k) || lit(&p, ':') || skip(&p))
+        if (str(&p, k, sizeof k) || lit(&p, ':') ||
+            (!strcmp(k, "registrations") ? registrations(&p, &r->reg) : skip(&p)))
             return -1;
         ws(&p);
     }

@@ -1,7 +1,8 @@
 /* report.h - reader for pinfast's JSON exit report (schema pinfast-report/1 and 1.x).
  * Checks the format strictly: key names and their order in each row, one row
  * object per line, then the "staging" and "pool" sections with their keys in
- * order (both kept); sections after "pool" are skipped. */
+ * order (both kept); of the sections after "pool", "registrations" is read
+ * with its keys in order, the others skipped. */
 #ifndef PFT_REPORT_H
 #define PFT_REPORT_H
 struct rep_row {
@@ -24,6 +25,14 @@ struct rep_pool {
     long long hits, misses, idle_bytes, peak_idle_bytes, trimmed;
     double saved_seconds, sync_seconds;
 };
+/* "registrations", after the pool, read when present (the saved figures
+ * -1 when null: nothing to compare with) */
+struct rep_registrations {
+    int present;
+    long long registered, refused, dropped, evicted, guarded, deferred, copies, bytes, live, live_bytes,
+        peak_bytes, spanned;
+    double register_seconds, saved_seconds, saved_cpu_seconds;
+};
 struct report {
     char schema[32];
     long pid;
@@ -34,6 +43,7 @@ struct report {
     int na;
     struct rep_staging staging;
     struct rep_pool pool;
+    struct rep_registrations reg;
     char err[160];
 };
 /* 0 on success; -1 with r->err set */
