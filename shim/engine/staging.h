@@ -43,9 +43,9 @@
 #define HELP_MAX_H2D MIN_TASK
 #define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
 #define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
-/* A caller with nothing to do but wait for a DMA polls this long, then
- * sleeps in the driver: a copy queued behind a long kernel must not cost a
- * core more than the plain driver's own wait. */
+/* A caller with nothing to do but wait for a DMA polls this long past the
+ * time the DMA should take, then sleeps in the driver: a copy queued behind
+ * a long kernel must not cost a core. */
 #define POLL_NS 200000u
 /* DMAs pinfast issues run at least this fast (8 GB/s): a fence not reached
  * within its DMAs' time at this pace, and POLL_NS, waits for other work on
