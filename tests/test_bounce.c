@@ -26,13 +26,6 @@ static CUstream blocking, nonblocking;
 
 static int setup(void **state) { return t_setup_streams(state, &blocking, &nonblocking); }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* A long-running kernel on the stream. */
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 
@@ -69,13 +62,13 @@ static void test_no_wait_behind_kernel(void **s)
         CK(D.MemAlloc(&d, size));
         t_fill(want, size, t_rand());
         hold_stream(streams[k], HOLD_US);
-        double t0 = now();
+        double t0 = t_now();
         for (size_t i = 0; i < copies; i++) {
             memcpy(h, want + i * n, n);
             CK(D.MemcpyHtoDAsync(d + i * n, h, n, streams[k]));
             t_poison(h, n);
         }
-        double took = now() - t0;
+        double took = t_now() - t0;
         if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
             fail_msg("stream %d: %zu asynchronous H2D of %zu bytes waited %.3f s for the kernel before them",
                      k, copies, n, took);
@@ -171,13 +164,13 @@ static void test_area_full(void **s)
     t_fill(want, size, t_rand());
     for (int round = 0; round < 3; round++) {
         hold_stream(blocking, HOLD_US);
-        double t0 = now();
+        double t0 = t_now();
         for (int i = 0; i < copies; i++) {
             memcpy(h, want + (size_t)i * n, n);
             CK(D.MemcpyHtoDAsync(d + (size_t)i * n, h, n, blocking));
             t_poison(h, n);
         }
-        double took = now() - t0;
+        double took = t_now() - t0;
         if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
             fail_msg("round %d: %d copies past the fences waited %.3f s behind the kernel", round, copies, took);
         if (!t_pinfast() && took < HOLD_US * 0.75e-6)

@@ -38,13 +38,6 @@ static void *fn(const char *name)
     return f;
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static double cpu_seconds(void)
 {
     struct rusage u;
@@ -396,12 +389,12 @@ static void test_no_spinning_while_waiting(void **s)
     CK(D.MemcpyHtoD(d, h, n)); /* workers started */
     for (int d2h = 0; d2h < 2; d2h++) {
         CK(D.LaunchHostFunc(blocking, sleep_300ms, NULL));
-        double w0 = now(), c0 = cpu_seconds();
+        double w0 = t_now(), c0 = cpu_seconds();
         if (d2h)
             CK(D.MemcpyDtoHAsync(h, d, n, blocking));
         else
             CK(D.MemcpyHtoD(d, h, n)); /* waits for the stream first (legacy) */
-        double w = now() - w0, c = cpu_seconds() - c0;
+        double w = t_now() - w0, c = cpu_seconds() - c0;
         /* not counted: the driver's own synchronize spins (as the fake's) */
         CK(D.StreamSynchronize(blocking));
         print_message("%s behind a 0.3 s host function: %.3f s, %.3f CPU s\n", d2h ? "D2H" : "H2D", w, c);

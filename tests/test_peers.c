@@ -20,13 +20,6 @@
 #define MiB ((size_t)1 << 20)
 #define THREADS 6
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* Both children set up (a sanitizer's start can take seconds), then stage
  * for the same second and a half: each marks itself ready in PFT_RENDEZVOUS
  * and waits for two marks. */
@@ -39,7 +32,7 @@ static int rendezvous(void)
     if (!dir || !f)
         return -1;
     fclose(f);
-    for (double end = now() + 60; now() < end; usleep(1000)) {
+    for (double end = t_now() + 60; t_now() < end; usleep(1000)) {
         int ready = 0;
         DIR *d = opendir(dir);
         for (struct dirent *e; d && (e = readdir(d));)
@@ -63,7 +56,7 @@ static int child_stage(void)
         return 31;
     if (rendezvous())
         return 34;
-    for (double end = now() + 1.5; now() < end;) {
+    for (double end = t_now() + 1.5; t_now() < end;) {
         int rc = t_round_trip(h, o, d, n);
         if (rc)
             return rc;

@@ -643,6 +643,35 @@ static void test_fork_registering(void **s)
     expect_released("free after fork");
 }
 
+/* A child's start: the driver and its context, h and o of n bytes on the
+ * heap, d of n on the device, then `trips` checked round trips (under
+ * pinfast, registered from the third).  0, or the child's exit status. */
+static int child_start(size_t n, unsigned char **h, unsigned char **o, CUdeviceptr *d, int trips)
+{
+    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX))
+        return 44;
+    *h = malloc(n);
+    *o = malloc(n);
+    if (!*h || !*o || D.MemAlloc(d, n))
+        return 45;
+    for (int i = 0; i < trips; i++)
+        if (t_round_trip(*h, *o, *d, n))
+            return 46;
+    return 0;
+}
+
+/* Runs this binary again as `--<what>-child`, under pinfast when this run
+ * is, with the "K=V" entries of `more` (NULL-terminated, or NULL). */
+static int run_child(const char *what, const char *const *more)
+{
+    char flag[32], *argv[] = {"test_register", flag, NULL};
+    const char *set[8] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0"};
+    snprintf(flag, sizeof flag, "--%s-child", what);
+    for (int i = 0; more && more[i] && i < 6; i++)
+        set[i + 1] = more[i];
+    return sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL);
+}
+
 /* The child of test_exit: registers a range, then exits; its first atexit
  * handler (run last) checks that nothing is registered any more. */
 static void at_exit_check(void)
@@ -654,15 +683,11 @@ static void at_exit_check(void)
 static int exit_child(void)
 {
     atexit(at_exit_check);
-    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX))
-        return 44;
     CUdeviceptr d;
-    unsigned char *h = malloc(N), *o = malloc(N);
-    if (!h || !o || D.MemAlloc(&d, N))
-        return 45;
-    for (int i = 0; i < 3; i++)
-        if (t_round_trip(h, o, d, N))
-            return 46;
+    unsigned char *h, *o;
+    int rc = child_start(N, &h, &o, &d, 3);
+    if (rc)
+        return rc;
     if (t_pinfast() && OWN_MALLOC && !t_await(any_registered, NULL))
         return 47;
     /* freed just before exit: the registrar has them still, the exit
@@ -675,22 +700,13 @@ static int exit_child(void)
 static void test_exit(void **s)
 {
     (void)s;
-    char *argv[] = {"test_register", "--exit-child", NULL};
-    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", NULL};
-    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
+    assert_int_equal(run_child("exit", NULL), 0);
 }
 
 static void CUDA_CB sleep_50ms(void *arg)
 {
     (void)arg;
     usleep(50000);
-}
-
-static double wall_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* Copies through a registration queued behind 50 ms of other work, again
@@ -701,9 +717,10 @@ static int pace_child(void)
 {
     CUdeviceptr d;
     size_t n = N; /* at least the size a DMA is timed from */
-    unsigned char *h = malloc(n), *o = malloc(n);
-    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX) || !h || !o || D.MemAlloc(&d, n))
-        return 44;
+    unsigned char *h, *o;
+    int rc = child_start(n, &h, &o, &d, 0);
+    if (rc)
+        return rc;
     for (int i = 0; i < 2; i++) /* registered after the second */
         if (D.MemcpyHtoD(d, h, n))
             return 45;
@@ -711,18 +728,18 @@ static int pace_child(void)
         return 47;
     /* what a round trip takes here (a sanitizer's build is slow): twice
      * one of half the bytes, too few to teach the pace */
-    double t0 = wall_now();
+    double t0 = t_now();
     if (t_round_trip(h, o, d, n / 2))
         return 46;
-    double base = 2 * (wall_now() - t0);
+    double base = 2 * (t_now() - t0);
     for (int i = 0; i < 6; i++)
         if (D.LaunchHostFunc(NULL, sleep_50ms, NULL) || D.MemcpyHtoD(d, h, n)) /* waits for it first */
             return 45;
     for (int i = 0; i < 3; i++) {
-        t0 = wall_now();
+        t0 = t_now();
         if (t_round_trip(h, o, d, n))
             return 46;
-        double t = wall_now() - t0;
+        double t = t_now() - t0;
         if (t > 2 * base + 0.01) {
             fprintf(stderr, "a round trip on an idle stream took %.1f ms (%.1f ms before), after copies behind "
                     "50 ms of work\n", t * 1e3, base * 1e3);
@@ -735,9 +752,7 @@ static int pace_child(void)
 static void test_pace_behind_work(void **s)
 {
     (void)s;
-    char *argv[] = {"test_register", "--pace-child", NULL};
-    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", NULL};
-    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 60, NULL), 0);
+    assert_int_equal(run_child("pace", NULL), 0);
 }
 
 /* Slow DMAs (FAKECUDA_DELAY_US): copies through a registration wait for
@@ -747,28 +762,23 @@ static void test_pace_behind_work(void **s)
  * checked. */
 static int wait_child(void)
 {
-    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX))
-        return 44;
     CUdeviceptr d;
     size_t n = N / 2; /* both registered under an 8 MiB locked-memory limit */
-    unsigned char *h = malloc(n), *o = malloc(n);
-    if (!h || !o || D.MemAlloc(&d, n))
-        return 45;
-    for (int i = 0; i < 3; i++)
-        if (t_round_trip(h, o, d, n))
-            return 46;
+    unsigned char *h, *o;
+    int rc = child_start(n, &h, &o, &d, 3);
+    if (rc)
+        return rc;
     int registered = t_pinfast() && OWN_MALLOC;
     if (registered && (!t_await(fake_registered_at, h) || !t_await(fake_registered_at, o)))
         return 47;
-    struct timespec w0, w1, c0, c1;
-    clock_gettime(CLOCK_MONOTONIC, &w0);
+    struct timespec c0, c1;
+    double w0 = t_now();
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     for (int i = 0; i < 12; i++)
         if (t_round_trip(h, o, d, n))
             return 46;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-    clock_gettime(CLOCK_MONOTONIC, &w1);
-    double wall = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+    double wall = t_now() - w0;
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
     if (registered && cpu > wall / 3) {
         fprintf(stderr, "copies through a registration: %.3f s of CPU in %.3f s\n", cpu, wall);
@@ -780,9 +790,8 @@ static int wait_child(void)
 static void test_wait_sleeps(void **s)
 {
     (void)s;
-    char *argv[] = {"test_register", "--wait-child", NULL};
-    const char *set[] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0", "FAKECUDA_DELAY_US=20000", NULL};
-    assert_int_equal(sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL), 0);
+    const char *more[] = {"FAKECUDA_DELAY_US=20000", NULL};
+    assert_int_equal(run_child("wait", more), 0);
 }
 
 /* The report's estimate of what the registrations saved (JSON): in each
@@ -799,9 +808,8 @@ static void test_report_saved(void **s)
     char file[256], stats_file[300];
     snprintf(file, sizeof file, "%s/r.json", dir);
     snprintf(stats_file, sizeof stats_file, "PINFAST_STATS_FILE=%s", file);
-    char *argv[] = {"test_register", "--wait-child", NULL};
-    const char *set[] = {"PFT_PINFAST=1", "FAKECUDA_DELAY_US=20000", "PINFAST_STATS=json", stats_file, NULL};
-    assert_int_equal(sp_run(argv, 1, set, NULL, NULL, 120, NULL), 0);
+    const char *more[] = {"FAKECUDA_DELAY_US=20000", "PINFAST_STATS=json", stats_file, NULL};
+    assert_int_equal(run_child("wait", more), 0);
     static struct report r;
     if (report_read(file, &r))
         fail_msg("report: %s", r.err);

@@ -321,13 +321,6 @@ static int child_fork(const char *dir)
     return 0;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* count copies of 1 to most bytes, timed around each call */
 /* the parent checks a sampled estimate, with a wider margin */
 static int sampled;
@@ -342,10 +335,10 @@ static int child_timed(const char *dir, int count, size_t most)
     t_fill(h, MAXSIZE, 7);
     for (int i = 0; i < count; i++) {
         size_t n = t_rand_range(1, most);
-        double t0 = now();
+        double t0 = t_now();
         if (d.MemcpyHtoD(dev, h, n))
             return 31;
-        seconds += now() - t0;
+        seconds += t_now() - t0;
         tally_copy(&t, H2D, n);
     }
     free(h);

@@ -107,6 +107,7 @@ int pf_staged_rows(int a, int d, int m, int p) { return (void)a, (void)d, (void)
 
 int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *cpu_seconds) {
     int any = 0;
+    double per_gib = pf_per_gib(e->cpu_seconds, e->bytes);
     *seconds = *cpu_seconds = 0;
     for (int d = PF_DIR_H2D; d <= PF_DIR_D2H; d++) {
         struct pf_cell st = {0, 0, 0, 0}, rg = {0, 0, 0, 0}, *into[2] = {&st, &rg};
@@ -122,7 +123,7 @@ int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *
             continue;
         any = 1;
         *seconds += ((double)rg.bytes * (double)st.ns / (double)st.bytes - (double)rg.ns) * 1e-9;
-        *cpu_seconds += pf_per_gib(e->cpu_seconds, e->bytes) * (double)rg.bytes / (double)(1ull << 30);
+        *cpu_seconds += per_gib * (double)rg.bytes / (double)(1ull << 30);
     }
     return any;
 }

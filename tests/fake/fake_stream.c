@@ -125,25 +125,21 @@ static void stream_unref_locked(struct fake_stream *s)
     g_dead_streams = s;
 }
 
-/* waits until s has run its op seq; the reference keeps s alive should it be
- * destroyed meanwhile */
-static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq)
-{
-    s->refs++;
-    while (s->completed < seq)
-        pthread_cond_wait(&fake_cv, &fake_lock);
-    stream_unref_locked(s);
-}
-
-/* The wait of cuStreamSynchronize, and of cuEventSynchronize on an event
- * made without CU_EVENT_BLOCKING_SYNC: the real driver spins a core for
- * them in a context of default scheduling (tests/gpu/probes/probe_waits.c,
+/* Waits until s has run its op seq, asleep or spinning: the real driver
+ * spins a core in cuStreamSynchronize, and in cuEventSynchronize on an
+ * event made without CU_EVENT_BLOCKING_SYNC, in a context of default
+ * scheduling (tests/gpu/probes/probe_waits.c,
  * docs/results/2026-11-25-h100-session15); contexts made with
- * CU_CTX_SCHED_BLOCKING_SYNC are not modelled. */
-static void stream_spin_seq_locked(struct fake_stream *s, uint64_t seq)
+ * CU_CTX_SCHED_BLOCKING_SYNC are not modelled.  The reference keeps s alive
+ * should it be destroyed meanwhile. */
+static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq, int spin)
 {
     s->refs++;
     while (s->completed < seq) {
+        if (!spin) {
+            pthread_cond_wait(&fake_cv, &fake_lock);
+            continue;
+        }
         pthread_mutex_unlock(&fake_lock);
         sched_yield();
         pthread_mutex_lock(&fake_lock);
@@ -442,7 +438,7 @@ void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes)
 {
     pthread_mutex_lock(&fake_lock);
     if (s->staged + bytes > FAKE_STAGING)
-        stream_wait_seq_locked(s, s->enqueued);
+        stream_wait_seq_locked(s, s->enqueued, 0);
     op->staged = bytes;
     s->staged += bytes;
     pthread_mutex_unlock(&fake_lock);
@@ -455,7 +451,7 @@ again:
     for (struct fake_stream *s = g_streams; s; s = s->next) {
         if ((c && s->ctx != c) || s->completed >= s->enqueued)
             continue;
-        stream_wait_seq_locked(s, s->enqueued);
+        stream_wait_seq_locked(s, s->enqueued, 0);
         goto again;                        /* the list may have changed */
     }
     pthread_mutex_unlock(&fake_lock);
@@ -538,8 +534,8 @@ static CUresult stream_sync(CUstream h, int pt)
      * queued before it too, as an op on it would */
     for (struct fake_stream *t = g_streams; s->kind == STREAM_LEGACY && t; t = t->next)
         if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed)
-            stream_spin_seq_locked(t, t->enqueued);
-    stream_spin_seq_locked(s, s->enqueued); /* as the real driver's */
+            stream_wait_seq_locked(t, t->enqueued, 1);
+    stream_wait_seq_locked(s, s->enqueued, 1);
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }
@@ -845,10 +841,8 @@ FAKE_API CUresult cuEventSynchronize(CUevent hEvent)
         pthread_mutex_unlock(&fake_lock);
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    if (e->s && (e->flags & CU_EVENT_BLOCKING_SYNC))
-        stream_wait_seq_locked(e->s, e->seq);
-    else if (e->s)
-        stream_spin_seq_locked(e->s, e->seq);
+    if (e->s)
+        stream_wait_seq_locked(e->s, e->seq, !(e->flags & CU_EVENT_BLOCKING_SYNC));
     pthread_mutex_unlock(&fake_lock);
     return CUDA_SUCCESS;
 }

@@ -33,6 +33,13 @@ int t_pinfast(void)
 
 static uint64_t seed, state;
 
+double t_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 uint64_t t_seed(void)
 {
     if (!seed) {

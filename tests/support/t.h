@@ -22,6 +22,7 @@ int t_setup_streams(void **state, CUstream *blocking, CUstream *nonblocking);
 int t_pinfast(void);                 /* running under LD_PRELOAD=libpinfast.so */
 uint64_t t_seed(void);               /* PFT_SEED or time; printed once */
 uint64_t t_rand(void);               /* xorshift64* on the seed */
+double t_now(void);                  /* CLOCK_MONOTONIC in seconds */
 size_t t_rand_range(size_t lo, size_t hi);   /* inclusive */
 void t_fill(void *p, size_t n, uint64_t salt);   /* deterministic pseudo-random bytes */
 int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad);
