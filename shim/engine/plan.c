@@ -121,21 +121,18 @@ static void pause(void) {
 
 static uint64_t polled_ns; /* the report's CPU time spent waiting */
 
-/* Returns once ev has completed (or its stream met an error): polls
- * poll_ns, then waits in the driver, as the plain driver's own copies do.
- * The polling is counted. */
-CUresult pf_event_await(CUevent ev, uint64_t poll_ns) {
-    uint64_t t0 = pf_now_ns(), t;
+CUresult pf_event_poll(CUevent ev, uint64_t poll_ns) {
+    uint64_t t0 = pf_now_ns();
     CUresult r;
-    while ((r = PF_CALL(cuEventQuery, ev)) == CUDA_ERROR_NOT_READY) {
-        if ((t = pf_now_ns()) - t0 > poll_ns) {
-            __atomic_fetch_add(&polled_ns, t - t0, __ATOMIC_RELAXED);
-            return PF_CALL(cuEventSynchronize, ev);
-        }
+    while ((r = PF_CALL(cuEventQuery, ev)) == CUDA_ERROR_NOT_READY && pf_now_ns() - t0 <= poll_ns)
         pause();
-    }
     __atomic_fetch_add(&polled_ns, pf_now_ns() - t0, __ATOMIC_RELAXED);
     return r;
+}
+
+CUresult pf_event_await(CUevent ev, uint64_t poll_ns) {
+    CUresult r = pf_event_poll(ev, poll_ns);
+    return r == CUDA_ERROR_NOT_READY ? PF_CALL(cuEventSynchronize, ev) : r;
 }
 
 /* Returns once the slot's fence is over (or its stream met an error),

@@ -50,19 +50,34 @@ static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdevicep
     return r;
 }
 
-/* Waits for ev, recorded after x's DMAs, issued at t0 on a stream that was
- * idle (`idle`: they started at once): asleep until shortly before 7/8 of
- * the time the pace gives them, then polling until that time is up and
- * POLL_NS more, then asleep in the driver.  A DMA over before the sleep
- * ended makes the pace a quarter faster (the link got faster).  Behind
- * other work nothing is known of the DMAs' end: POLL_NS, then asleep, and
- * nothing learned. */
-static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0, int idle) {
+/* Waits for ev, recorded after x's DMAs, which were issued at t0 behind
+ * `before` (NULL: too short to time).  They start when `before` is over,
+ * which is polled for POLL_NS (the GPU may not have reached it yet even on
+ * an idle stream).  From then: asleep until shortly before 7/8 of the time
+ * the pace gives the DMAs, polling until that time is up, half of it more
+ * (the first DMAs over a new registration run slower) and POLL_NS, then
+ * asleep in the driver; the time taken teaches the pace.  A DMA over
+ * before the sleep ended makes the pace a quarter faster (the link got
+ * faster).  Behind longer work nothing is known of the DMAs' end: asleep
+ * in the driver at once.  *expect: the time the pace gave (0: none). */
+static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, uint64_t t0, uint64_t *expect) {
     struct pace *p = &paces[x->dir == PF_DIR_D2H];
-    uint64_t per = idle ? __atomic_load_n(&p->per, __ATOMIC_RELAXED) : 0;
+    uint64_t start = t0, per = 0;
+    *expect = 0;
+    if (before) {
+        CUresult r = PF_CALL(cuEventQuery, before);
+        if (r == CUDA_ERROR_NOT_READY) {
+            r = pf_event_poll(before, POLL_NS);
+            start = pf_now_ns();
+        }
+        if (r == CUDA_ERROR_NOT_READY)
+            return pf_event_await(ev, 0);
+        if (r == CUDA_SUCCESS)
+            per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
+    }
     double mib = (double)x->bytes / (1 << 20);
-    uint64_t expect = (uint64_t)(mib * (double)per), wake = t0 + expect - expect / 8, now = pf_now_ns();
-    if (expect >= SLEEP_FROM_NS && wake > now + WAKE_EARLY_NS) {
+    uint64_t due = *expect = (uint64_t)(mib * (double)per), wake = start + due - due / 8, now = pf_now_ns();
+    if (due >= SLEEP_FROM_NS && wake > now + WAKE_EARLY_NS) {
         uint64_t ns = wake - now - WAKE_EARLY_NS;
         struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
         nanosleep(&ts, NULL);
@@ -74,17 +89,18 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, uint64_t t0, int 
         }
     }
     now = pf_now_ns();
-    CUresult r = pf_event_await(ev, (t0 + expect > now ? t0 + expect - now : 0) + POLL_NS);
-    if (r == CUDA_SUCCESS && idle)
-        learn(p, (uint64_t)((double)(pf_now_ns() - t0) / mib));
+    CUresult r = pf_event_await(ev, (start + due > now ? start + due - now : 0) + due / 2 + POLL_NS);
+    if (r == CUDA_SUCCESS && before)
+        learn(p, (uint64_t)((double)(pf_now_ns() - start) / mib));
     return r;
 }
 
 /* The DMAs and the wait for them, with events of the stream's context; a
- * copy of LEARN_FROM or more has one before its DMAs too, to tell whether
- * they started at once; the times of each step into t (debug). */
+ * copy of LEARN_FROM or more has one before its DMAs too, to tell when
+ * they start; the times of each step into t, the time the pace gave into
+ * *expect (debug). */
 static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, int debug,
-                       uint64_t t[3]) {
+                       uint64_t t[3], uint64_t *expect) {
     CUevent ev, before = NULL;
     CUresult r = pf_context_event(c, &ev);
     if (r != CUDA_SUCCESS)
@@ -99,7 +115,7 @@ static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct 
     r = dmas(x, h, x->dev, x->stream);
     if (r == CUDA_SUCCESS && (r = PF_CALL(cuEventRecord, ev, x->stream)) == CUDA_SUCCESS) {
         t[1] = pf_stamp(debug);
-        r = await_dma(x, ev, t[0], before && PF_CALL(cuEventQuery, before) == CUDA_SUCCESS);
+        r = await_dma(x, ev, before, t[0], expect);
     }
     t[2] = pf_stamp(debug);
     pf_context_event_back(c, ev, r);
@@ -129,11 +145,12 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         pf_register_done(&h, 0);
         return -1;
     }
-    *result = direct(x, &h, c, debug, t);
+    uint64_t expect = 0;
+    *result = direct(x, &h, c, debug, t, &expect);
     pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
     if (debug)
-        pf_msg(PF_DEBUG, "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f; result %d",
+        pf_msg(PF_DEBUG, "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f (expected %.1f); result %d",
                x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
-               (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, (int)*result);
+               (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, expect / 1e3, (int)*result);
     return 1;
 }

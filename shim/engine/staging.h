@@ -161,7 +161,11 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,
  * in a forked child). */
 double pf_plan_polled_seconds(int reset);
-/* Waits for ev as a staged copy waits for its last DMA (plan.c). */
+/* Polls ev for poll_ns at most: its result, CUDA_ERROR_NOT_READY if it is
+ * not over by then.  The polling is counted. */
+CUresult pf_event_poll(CUevent ev, uint64_t poll_ns);
+/* Returns once ev is over (or its stream met an error): polls poll_ns,
+ * then waits in the driver, as a staged copy waits for its last DMA. */
 CUresult pf_event_await(CUevent ev, uint64_t poll_ns);
 
 /* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
