@@ -661,15 +661,38 @@ static int child_start(size_t n, unsigned char **h, unsigned char **o, CUdevicep
 }
 
 /* Runs this binary again as `--<what>-child`, under pinfast when this run
- * is, with the "K=V" entries of `more` (NULL-terminated, or NULL). */
-static int run_child(const char *what, const char *const *more)
+ * is, with the "K=V" entries of `more` (NULL-terminated, or NULL), its
+ * standard error into the file err (NULL: this one's). */
+static int run_child(const char *what, const char *const *more, const char *err)
 {
     char flag[32], *argv[] = {"test_register", flag, NULL};
     const char *set[8] = {t_pinfast() ? "PFT_PINFAST=1" : "PFT_PINFAST=0"};
     snprintf(flag, sizeof flag, "--%s-child", what);
     for (int i = 0; more && more[i] && i < 6; i++)
         set[i + 1] = more[i];
-    return sp_run(argv, t_pinfast(), set, NULL, NULL, 120, NULL);
+    return sp_run(argv, t_pinfast(), set, NULL, err, 120, NULL);
+}
+
+/* A fresh directory for a test's files (removed with sp_rmdir), and the
+ * path of `name` in it. */
+static const char *child_dir(const char *tag, const char *name, char *path, size_t n)
+{
+    const char *dir = sp_tmpdir(tag);
+    assert_non_null(dir);
+    snprintf(path, n, "%s/%s", dir, name);
+    return dir;
+}
+
+/* child_start, then h copied twice H2D: registered after the second (under
+ * pinfast, waited for). */
+static int child_start_registered(size_t n, unsigned char **h, unsigned char **o, CUdeviceptr *d)
+{
+    int rc = child_start(n, h, o, d, 0);
+    for (int i = 0; i < 2 && !rc; i++)
+        rc = D.MemcpyHtoD(*d, *h, n) ? 45 : 0;
+    if (!rc && t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, *h))
+        rc = 47;
+    return rc;
 }
 
 /* The child of test_exit: registers a range, then exits; its first atexit
@@ -700,7 +723,7 @@ static int exit_child(void)
 static void test_exit(void **s)
 {
     (void)s;
-    assert_int_equal(run_child("exit", NULL), 0);
+    assert_int_equal(run_child("exit", NULL, NULL), 0);
 }
 
 static void CUDA_CB sleep_50ms(void *arg)
@@ -718,14 +741,9 @@ static int pace_child(void)
     CUdeviceptr d;
     size_t n = N; /* at least the size a DMA is timed from */
     unsigned char *h, *o;
-    int rc = child_start(n, &h, &o, &d, 0);
+    int rc = child_start_registered(n, &h, &o, &d);
     if (rc)
         return rc;
-    for (int i = 0; i < 2; i++) /* registered after the second */
-        if (D.MemcpyHtoD(d, h, n))
-            return 45;
-    if (t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, h))
-        return 47;
     /* what a round trip takes here (a sanitizer's build is slow): twice
      * one of half the bytes, too few to teach the pace */
     double t0 = t_now();
@@ -752,7 +770,7 @@ static int pace_child(void)
 static void test_pace_behind_work(void **s)
 {
     (void)s;
-    assert_int_equal(run_child("pace", NULL), 0);
+    assert_int_equal(run_child("pace", NULL, NULL), 0);
 }
 
 static void CUDA_CB spin_100us(void *arg)
@@ -770,13 +788,9 @@ static int short_child(void)
 {
     CUdeviceptr d;
     unsigned char *h, *o;
-    int rc = child_start(N, &h, &o, &d, 0);
-    for (int i = 0; i < 2 && !rc; i++) /* registered after the second */
-        rc = D.MemcpyHtoD(d, h, N) ? 45 : 0;
+    int rc = child_start_registered(N, &h, &o, &d);
     if (rc)
         return rc;
-    if (t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, h))
-        return 47;
     for (int i = 0; i < 8; i++) /* the pace, learned on an idle stream */
         if (D.MemcpyHtoD(d, h, N))
             return 45;
@@ -816,16 +830,13 @@ static void test_pace_behind_short_work(void **s)
     (void)s;
     if (!t_pinfast() || !OWN_MALLOC)
         skip();
-    const char *dir = sp_tmpdir("short");
-    assert_non_null(dir);
     char err[256];
-    snprintf(err, sizeof err, "%s/err", dir);
-    char *argv[] = {"test_register", "--short-child", NULL};
+    const char *dir = child_dir("short", "err", err, sizeof err);
     /* no random delay per operation: the work ahead is the 100 us alone */
-    const char *set[] = {"PFT_PINFAST=1", "PINFAST_LOG=debug", "PINFAST_STATS=off", "FAKECUDA_DELAY_US=0", NULL};
+    const char *more[] = {"PINFAST_LOG=debug", "PINFAST_STATS=off", "FAKECUDA_DELAY_US=0", NULL};
     int lines = 0, paced = 0;
     for (int k = 0; k < 5 && paced < 4; k++) {
-        assert_int_equal(sp_run(argv, 1, set, NULL, err, 120, NULL), 0);
+        assert_int_equal(run_child("short", more, err), 0);
         short_lines(err, &lines, &paced);
         if (lines != 8)
             break;
@@ -871,7 +882,7 @@ static void test_wait_sleeps(void **s)
 {
     (void)s;
     const char *more[] = {"FAKECUDA_DELAY_US=20000", NULL};
-    assert_int_equal(run_child("wait", more), 0);
+    assert_int_equal(run_child("wait", more, NULL), 0);
 }
 
 /* The report's estimate of what the registrations saved (JSON): in each
@@ -883,13 +894,11 @@ static void test_report_saved(void **s)
     (void)s;
     if (!t_pinfast() || !OWN_MALLOC)
         skip();
-    const char *dir = sp_tmpdir("saved");
-    assert_non_null(dir);
     char file[256], stats_file[300];
-    snprintf(file, sizeof file, "%s/r.json", dir);
+    const char *dir = child_dir("saved", "r.json", file, sizeof file);
     snprintf(stats_file, sizeof stats_file, "PINFAST_STATS_FILE=%s", file);
     const char *more[] = {"FAKECUDA_DELAY_US=20000", "PINFAST_STATS=json", stats_file, NULL};
-    assert_int_equal(run_child("wait", more), 0);
+    assert_int_equal(run_child("wait", more, NULL), 0);
     static struct report r;
     if (report_read(file, &r))
         fail_msg("report: %s", r.err);

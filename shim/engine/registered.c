@@ -70,10 +70,9 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
             r = pf_event_poll(before, POLL_NS);
             start = pf_now_ns();
         }
-        if (r == CUDA_ERROR_NOT_READY)
+        if (r != CUDA_SUCCESS) /* behind longer work, or its stream failed */
             return pf_event_await(ev, 0);
-        if (r == CUDA_SUCCESS)
-            per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
+        per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
     }
     double mib = (double)x->bytes / (1 << 20);
     uint64_t due = *expect = (uint64_t)(mib * (double)per), wake = start + due - due / 8, now = pf_now_ns();
