@@ -5,7 +5,9 @@
 #define _GNU_SOURCE
 #include "t.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,71 +181,116 @@ static void vm_flags(const void *p, char *out, size_t size)
         fclose(f);
 }
 
-/* A D2H into memory never touched: every byte right, nothing written around
- * it; under pinfast, where the system uses huge pages on advice, the 2 MiB
- * interior was advised (VmFlags "hg"). */
-/* A D2H into memory mapped just before and never touched (what .cpu() and
- * a checkpoint save write into), at a random offset past a 2 MiB boundary,
- * sync and async: every byte arrives, the bytes around it are untouched, and
- * the pages it does not reach stay out of memory (pinfast faults the
- * destination in ahead of its copy, huge pages advised: never more); under
- * pinfast, with THP on advice, the destination was advised huge pages. */
+/* One D2H of n bytes into memory mapped just before and never touched (what
+ * .cpu() and a checkpoint save write into), at a random offset past a 2 MiB
+ * boundary, sync or async: every byte arrives, the bytes around it are
+ * untouched, and the pages it does not reach stay out of memory (pinfast
+ * faults the destination in for its copy, huge pages advised: never more);
+ * under pinfast, with THP on advice, the destination was advised huge pages. */
+static void fresh_round(size_t n, int async)
+{
+    const size_t huge = 2u << 20, page = 4096;
+    size_t lead = huge + t_rand_range(1, huge - 1);
+    size_t span = lead + n + 3 * huge;
+    unsigned char *m = mmap(NULL, span + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    unsigned char *base = (unsigned char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+    unsigned char *out = base + lead;
+    memset(out - GUARD, 0xA5, GUARD); /* the page before the destination: touched */
+    CUdeviceptr dev;
+    CK(D.MemAlloc(&dev, n));
+    uint64_t salt = t_rand();
+    unsigned char *src = malloc(n);
+    assert_non_null(src);
+    t_fill(src, n, salt);
+    CK(D.MemcpyHtoD(dev, src, n));
+    free(src);
+    if (async) {
+        CK(D.MemcpyDtoHAsync(out, dev, n, S));
+        CK(D.StreamSynchronize(S));
+    } else {
+        CK(D.MemcpyDtoH(out, dev, n));
+    }
+    char what[96];
+    snprintf(what, sizeof what, "D2H of %zu bytes into fresh memory at +%zu", n, lead);
+    t_expect_fill(out, n, salt, what);
+    expect_poison(out - GUARD, GUARD, what);
+    char flags[512];
+    vm_flags((void *)(((uintptr_t)out + huge - 1) & ~(uintptr_t)(huge - 1)), flags, sizeof flags);
+    if (t_pinfast() && thp_madvise() && !strstr(flags, " hg"))
+        fail_msg("%s: not advised huge pages (VmFlags:%s)", what, flags);
+    unsigned char *end = out + n, *tail = (unsigned char *)(((uintptr_t)end + page - 1) & ~(uintptr_t)(page - 1));
+    for (unsigned char *q = end; q < tail; q++)
+        if (*q)
+            fail_msg("%s: byte %zu past the copy is not 0", what, (size_t)(q - end));
+    if (!thp_always()) { /* the untouched page before the guard and the pages past the copy's last */
+        unsigned char before = 0, after[3 * 512] = {0};
+        assert_int_equal(mincore(base, page, &before), 0);
+        size_t pages = (size_t)(m + span + huge - tail) / page;
+        if (pages > sizeof after)
+            pages = sizeof after;
+        assert_int_equal(mincore(tail, pages * page, after), 0);
+        if (before & 1)
+            fail_msg("%s: the page 2 MiB before it was brought into memory", what);
+        for (size_t i = 0; i < pages; i++)
+            if (after[i] & 1)
+                fail_msg("%s: page %zu past its end was brought into memory", what, i);
+    }
+    CK(D.MemFree(dev));
+    munmap(m, span + huge);
+}
+
+/* Fresh destinations of 16-40 MiB (faulted in ahead of the copy), sync and
+ * async. */
 static void test_fresh_destination(void **s)
 {
     (void)s;
     if (quick())
         skip();
-    const size_t huge = 2u << 20, page = 4096;
-    for (int round = 0; round < 4; round++) {
-        size_t n = t_rand_range(16u << 20, 40u << 20), lead = huge + t_rand_range(1, huge - 1);
-        size_t span = lead + n + 3 * huge;
-        unsigned char *m = mmap(NULL, span + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        assert_true(m != MAP_FAILED);
-        unsigned char *base = (unsigned char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
-        unsigned char *out = base + lead;
-        memset(out - GUARD, 0xA5, GUARD); /* the page before the destination: touched */
-        CUdeviceptr dev;
-        CK(D.MemAlloc(&dev, n));
-        uint64_t salt = t_rand();
-        unsigned char *src = malloc(n);
-        assert_non_null(src);
-        t_fill(src, n, salt);
-        CK(D.MemcpyHtoD(dev, src, n));
-        free(src);
-        if (round & 1) {
-            CK(D.MemcpyDtoHAsync(out, dev, n, S));
-            CK(D.StreamSynchronize(S));
-        } else {
-            CK(D.MemcpyDtoH(out, dev, n));
-        }
-        char what[96];
-        snprintf(what, sizeof what, "D2H of %zu bytes into fresh memory at +%zu", n, lead);
-        t_expect_fill(out, n, salt, what);
-        expect_poison(out - GUARD, GUARD, what);
-        char flags[512];
-        vm_flags((void *)(((uintptr_t)out + huge - 1) & ~(uintptr_t)(huge - 1)), flags, sizeof flags);
-        if (t_pinfast() && thp_madvise() && !strstr(flags, " hg"))
-            fail_msg("%s: not advised huge pages (VmFlags:%s)", what, flags);
-        unsigned char *end = out + n, *tail = (unsigned char *)(((uintptr_t)end + page - 1) & ~(uintptr_t)(page - 1));
-        for (unsigned char *q = end; q < tail; q++)
-            if (*q)
-                fail_msg("%s: byte %zu past the copy is not 0", what, (size_t)(q - end));
-        if (!thp_always()) { /* the untouched page before the guard and the pages past the copy's last */
-            unsigned char before = 0, after[3 * 512] = {0};
-            assert_int_equal(mincore(base, page, &before), 0);
-            size_t pages = (size_t)(m + span + huge - tail) / page;
-            if (pages > sizeof after)
-                pages = sizeof after;
-            assert_int_equal(mincore(tail, pages * page, after), 0);
-            if (before & 1)
-                fail_msg("%s: the page 2 MiB before it was brought into memory", what);
-            for (size_t i = 0; i < pages; i++)
-                if (after[i] & 1)
-                    fail_msg("%s: page %zu past its end was brought into memory", what, i);
-        }
-        CK(D.MemFree(dev));
-        munmap(m, span + huge);
+    for (int round = 0; round < 4; round++)
+        fresh_round(t_rand_range(16u << 20, 40u << 20), round & 1);
+}
+
+/* The threads of pinfast's pool (named pinfast-wN). */
+static int pool_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d))) {
+        char path[300], comm[32] = {0};
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (f && fgets(comm, sizeof comm, f) && !strncmp(comm, "pinfast-w", 9))
+            n++;
+        if (f)
+            fclose(f);
     }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A fresh destination of 256 MiB or more (each chunk's copy faulting its
+ * own huge page), as fresh_round checks it; under pinfast, the pool grows to
+ * a thread per CPU with it, unless PINFAST_THREADS fixes it. */
+static void test_fresh_large(void **s)
+{
+    (void)s;
+    if (quick())
+        skip();
+    int before = pool_threads();
+    fresh_round((256u << 20) + t_rand_range(0, 4u << 20), (int)(t_rand() & 1));
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    int cpus = CPU_COUNT(&set) > 64 ? 64 : CPU_COUNT(&set), after = pool_threads();
+    const char *fixed = getenv("PINFAST_THREADS");
+    if (!t_pinfast() || !thp_madvise())
+        assert_int_equal(after, before);
+    else if (fixed && atoi(fixed) > 0)
+        assert_int_equal(after, before);
+    else if (after != cpus)
+        fail_msg("%d staging threads after a large fresh D2H (%d before), not one per CPU (%d)", after, before, cpus);
 }
 
 /* Staged copies from a thread with a 128 KiB stack (musl's default, and
@@ -600,6 +647,7 @@ int main(void)
         cmocka_unit_test(test_random_sizes),
         cmocka_unit_test(test_64mib),
         cmocka_unit_test(test_fresh_destination),
+        cmocka_unit_test(test_fresh_large),
         cmocka_unit_test(test_small_stack),
         cmocka_unit_test(test_device_side),
         cmocka_unit_test(test_2d),

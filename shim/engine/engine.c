@@ -92,18 +92,22 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
             *result = PF_CALL(cuMemcpyDtoHAsync_v2, rest.host, rest.dev, rest.bytes, x->stream);
     }
     struct pf_task populate[PF_POPULATE_TASKS];
-    int npop = 0;
+    int npop = 0, boost = 0;
     if (nh) {
         /* a fresh destination faults in 2 MiB at a time, each fault
-         * clearing its page: the workers fault it in ahead of the copy,
-         * in order, while the first DMAs run; the copy's chunks are whole
-         * huge pages from the first */
+         * clearing its page: the copy's chunks are whole huge pages from
+         * the first, faulted in by the workers ahead of the copy, in order,
+         * while the first DMAs run; a large one's by the chunk's one task,
+         * every CPU's thread awake */
         char *lo;
         size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_fresh_advise(rest.host, rest.bytes, &lo) : 0;
         if (fresh) {
-            p.huge = 1;
+            p.huge = rest.bytes >= FRESH_SELF_FROM ? PF_FRESH_SELF : PF_FRESH_AHEAD;
             p.ramp = p.chunk;
-            npop = pf_populate_cut(populate, lo, fresh);
+            if (p.huge == PF_FRESH_SELF)
+                boost = pf_workers_boost(1);
+            else
+                npop = pf_populate_cut(populate, lo, fresh);
         }
         /* plain pageable H2D copies wait for the stream before reading the
          * source (something queued earlier may still write it) */
@@ -124,6 +128,8 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
         }
         for (int i = 0; i < npop; i++)
             pf_task_wait(&populate[i]);
+        if (boost)
+            pf_workers_boost(-1);
         pf_slots_release(c, h, nh);
     }
     if (tl)

@@ -90,7 +90,9 @@ static void split(const struct pf_plan *p, struct pf_chunk *h) {
     char *user = (char *)p->x->host + (sh ? pf_shape_at(sh, h->off / sh->width) : h->off);
     int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
-    size_t task = p->lean ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS : pf_task_size(h->len);
+    /* a chunk faulting its own huge page is one task: two faulting it at
+     * once would each clear a page of their own */
+    size_t task = p->lean ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS : p->huge == PF_FRESH_SELF ? h->len : pf_task_size(h->len);
     h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind,
                                   task, sh, h2d);
 }

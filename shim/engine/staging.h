@@ -33,6 +33,12 @@
 #define LEAN_TASKS 3
 #define LEAN_AHEAD 5
 #define AUTO_STREAM_FROM (64u << 20)   /* D2H */
+/* How a D2H into a fresh destination takes its page faults: its interior
+ * faulted in by the workers ahead of the copy, or, from FRESH_SELF_FROM on,
+ * by each chunk's copy, one task per chunk, with a thread per CPU awake
+ * (docs/design.md, "Fresh destinations") */
+enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
+#define FRESH_SELF_FROM ((size_t)256 << 20)
 #define HELP_MAX MAX_TASK      /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a 64 KiB task issues a chunk that is ready late:
  * with no task over 32 KiB a 1 MiB H2D's first DMA starts 1.9 us sooner
@@ -112,7 +118,7 @@ struct pf_plan {
     size_t next;           /* offset of the next chunk */
     enum pf_host_copy kind;
     int lean;              /* H2D paced: see LEAN_FROM */
-    int huge;              /* D2H into a fresh destination: chunks end on its huge pages */
+    int huge;              /* D2H into a fresh destination: chunks end on its huge pages (enum pf_fresh_way) */
     /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;

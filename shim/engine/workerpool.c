@@ -15,7 +15,9 @@
 static int sharing = 1;    /* the processes the budget was shared among */
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
 static int sized_for;  /* contexts the pool was last sized for */
+static int sized;      /* the threads wanted for them */
 static int gave_up;    /* a thread failed to start: no more tries, no more warnings */
+static int boosts;     /* copies under way that every thread may serve */
 
 static int available_cpus(void) {
     cpu_set_t set;
@@ -69,21 +71,47 @@ static void grow(int want) {
     }
 }
 
+/* Workers allowed awake: the pool's size for its contexts, or every
+ * thread while a copy that gains from all of them runs, shared out among
+ * the processes staging. */
+static void set_budget(int processes) {
+    int n = __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE), want = __atomic_load_n(&sized, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&boosts, __ATOMIC_RELAXED) && want && want < n)
+        n = want;
+    int b = (n + processes - 1) / processes;
+    __atomic_store_n(&pf_workers_budget_, b < 2 ? 2 : b, __ATOMIC_RELAXED);
+    __atomic_store_n(&sharing, processes, __ATOMIC_RELAXED);
+}
+
 int pf_workers_start(int contexts) {
     if (contexts > __atomic_load_n(&sized_for, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&grow_lock);
         if (contexts > sized_for) {
+            int want = wanted(contexts);
             if (!gave_up)
-                grow(wanted(contexts));
+                grow(want);
+            __atomic_store_n(&sized, want, __ATOMIC_RELAXED);
             __atomic_store_n(&sized_for, contexts, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&grow_lock);
     }
-    int n = __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE), p = pf_cpushare_staging();
-    int b = (n + p - 1) / p;
-    __atomic_store_n(&pf_workers_budget_, b < 2 ? 2 : b, __ATOMIC_RELAXED);
-    __atomic_store_n(&sharing, p, __ATOMIC_RELAXED);
-    return n;
+    set_budget(pf_cpushare_staging());
+    return __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE);
+}
+
+int pf_workers_boost(int delta) {
+    if (pf_options()->threads) /* the user's number holds */
+        return 0;
+    if (delta > 0) {
+        int all = available_cpus() > PF_MAX_WORKERS ? PF_MAX_WORKERS : available_cpus();
+        pthread_mutex_lock(&grow_lock);
+        if (!gave_up && all > __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE))
+            grow(all);
+        pthread_mutex_unlock(&grow_lock);
+    }
+    __atomic_fetch_add(&boosts, delta, __ATOMIC_RELAXED);
+    set_budget(__atomic_load_n(&sharing, __ATOMIC_RELAXED));
+    return 1;
 }
 
 int pf_workers_budget(int *processes) {
@@ -93,6 +121,6 @@ int pf_workers_budget(int *processes) {
 
 void pf_workerpool_forked(void) {
     pthread_mutex_init(&grow_lock, NULL);
-    sized_for = gave_up = 0;
+    sized_for = sized = gave_up = boosts = 0;
     sharing = 1;
 }

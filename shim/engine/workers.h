@@ -56,6 +56,12 @@ void pf_relax(void);
  * other processes staging on this machine, and returns how many run. */
 int pf_workers_start(int contexts);
 
+/* A copy that gains from every CPU starts (+1; returns 0 when
+ * PINFAST_THREADS fixes the pool, and nothing changed) or ends (-1, only
+ * after a start that returned 1): the pool grows to a thread per CPU on
+ * the first such copy, and all of them may wake while one runs. */
+int pf_workers_boost(int delta);
+
 /* Between workers.c (the threads) and workerpool.c (how many): the most
  * threads, those running, those that may be awake at once, a thread's
  * body, and the pool's own reset in a forked child. */
