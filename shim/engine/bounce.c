@@ -62,44 +62,68 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
         pf_msg(PF_INFO, "bounce area of %zu KiB", size >> 10);
 }
 
-/* Driver queries one reclaim makes at most, newest aside: each costs
- * ~1.3 us, and 256 in one call held a copy 335 us (call 5's log). */
+/* Driver queries the oldest fences get at most in one reclaim (each costs
+ * ~1.3 us, and 256 in one call held a copy 335 us: call 5's log), beside a
+ * search of those in order. */
 #define RECLAIM_QUERIES 8
 
-/* Events on one stream complete in order: when every copy in flight has
- * queued its DMA on the stream of the newest, the newest fence over means
- * all are (lock held). */
-static int all_over(struct pf_bounce *b) {
-    struct pf_bounce_fence *last = &b->fences[(b->first + b->count - 1) % PF_BOUNCE_FENCES];
-    if (__atomic_load_n(&last->state, __ATOMIC_ACQUIRE) != FENCED)
-        return 0;
-    for (unsigned i = 0; i + 1 < b->count; i++) {
-        struct pf_bounce_fence *f = &b->fences[(b->first + i) % PF_BOUNCE_FENCES];
-        if (__atomic_load_n(&f->state, __ATOMIC_ACQUIRE) == FILLING || f->owner != last->owner)
-            return 0;
-    }
-    return PF_CALL(cuEventQuery, last->ev) == CUDA_SUCCESS;
+static struct pf_bounce_fence *fence(struct pf_bounce *b, unsigned i) {
+    return &b->fences[(b->first + i) % PF_BOUNCE_FENCES];
 }
 
-/* Gives back the space of the oldest fences that are over (lock held). */
+/* How many of the oldest fences were recorded in the order they were
+ * taken, which is the order they complete in: all on one stream by one
+ * thread (two threads sharing a stream may record in the other order)
+ * (lock held). */
+static unsigned in_order(struct pf_bounce *b) {
+    const struct pf_bounce_fence *f0 = fence(b, 0);
+    unsigned n = 0;
+    for (; n < b->count; n++) {
+        const struct pf_bounce_fence *f = fence(b, n);
+        if (__atomic_load_n(&f->state, __ATOMIC_ACQUIRE) != FENCED || f->owner != f0->owner || f->by != f0->by)
+            break;
+    }
+    return n;
+}
+
+static void give_back(struct pf_bounce *b, unsigned n) {
+    b->tail = fence(b, n - 1)->end;
+    b->first = (b->first + n) % PF_BOUNCE_FENCES;
+    b->count -= n;
+}
+
+/* Gives back the space of the oldest fences that are over (lock held).
+ * Of those in order, the newest over is searched for (log2 of their
+ * number queries, against one each asked in turn): a burst of copies on
+ * one stream gets most of the ring back at once. */
 static void reclaim(struct pf_bounce *b) {
     if (!b->count)
         return;
     CUstreamCaptureMode mode = pf_capture_relax();
-    if (all_over(b)) {
-        b->tail = b->fences[(b->first + b->count - 1) % PF_BOUNCE_FENCES].end;
-        b->first = (b->first + b->count) % PF_BOUNCE_FENCES;
-        b->count = 0;
+    unsigned n = in_order(b);
+    if (n) { /* fences [0, lo] are over, [hi, n) not known to be */
+        int lo = -1, hi = (int)n;
+        if (PF_CALL(cuEventQuery, fence(b, n - 1)->ev) == CUDA_SUCCESS)
+            lo = (int)n - 1;
+        else
+            hi = (int)n - 1;
+        while (hi - lo > 1) {
+            int mid = lo + (hi - lo) / 2;
+            if (PF_CALL(cuEventQuery, fence(b, (unsigned)mid)->ev) == CUDA_SUCCESS)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        if (lo >= 0)
+            give_back(b, (unsigned)lo + 1);
     }
     for (int queries = 0; b->count;) {
-        struct pf_bounce_fence *f = &b->fences[b->first];
+        struct pf_bounce_fence *f = fence(b, 0);
         int state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
         if (state == FILLING ||
             (state == FENCED && (queries++ == RECLAIM_QUERIES || PF_CALL(cuEventQuery, f->ev) != CUDA_SUCCESS)))
             break;
-        b->tail = f->end;
-        b->first = (b->first + 1) % PF_BOUNCE_FENCES;
-        b->count--;
+        give_back(b, 1);
     }
     pf_capture_restore(mode);
 }
@@ -151,6 +175,7 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
     const struct pf_options *o = pf_options();
     char *slot = mem + at % size;
     f->owner = pf_fence_owner(x->stream);
+    f->by = (uintptr_t)pthread_self();
     pf_copy_bytes(o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d,
                   slot, x->host, x->bytes);
     int state = OVER;

@@ -17,6 +17,7 @@ struct pf_bounce_fence {
     int state;    /* FILLING, FENCED (ev after the DMA) or OVER (nothing to wait for) */
     uint64_t end; /* the ring position past the copy */
     uintptr_t owner; /* the stream ev is recorded on (pf_fence_owner) */
+    uintptr_t by;    /* the thread that recorded it */
 };
 
 /* Ring positions only grow: [tail, head) is in use, at offsets modulo size.
