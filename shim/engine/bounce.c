@@ -92,32 +92,41 @@ static void give_back(struct pf_bounce *b, unsigned n) {
     b->count -= n;
 }
 
+static int over(struct pf_bounce *b, unsigned i) {
+    return PF_CALL(cuEventQuery, fence(b, i)->ev) == CUDA_SUCCESS;
+}
+
 /* Gives back the space of the oldest fences that are over (lock held).
- * Of those in order, the newest over is searched for (log2 of their
- * number queries, against one each asked in turn): a burst of copies on
- * one stream gets most of the ring back at once. */
+ * Of those in order, the oldest is asked first (not over: nothing is),
+ * then the newest, then the newest over is searched for between them: a
+ * burst of copies on one stream gets most of the ring back at once, in
+ * log2 of their number queries, against one each asked in turn. */
 static void reclaim(struct pf_bounce *b) {
     if (!b->count)
         return;
     CUstreamCaptureMode mode = pf_capture_relax();
     unsigned n = in_order(b);
-    if (n) { /* fences [0, lo] are over, [hi, n) not known to be */
+    int rest = 1; /* the fences past those in order are asked in turn */
+    if (n) { /* [0, lo] over, [hi, n) not known to be */
         int lo = -1, hi = (int)n;
-        if (PF_CALL(cuEventQuery, fence(b, n - 1)->ev) == CUDA_SUCCESS)
-            lo = (int)n - 1;
-        else
-            hi = (int)n - 1;
-        while (hi - lo > 1) {
-            int mid = lo + (hi - lo) / 2;
-            if (PF_CALL(cuEventQuery, fence(b, (unsigned)mid)->ev) == CUDA_SUCCESS)
-                lo = mid;
+        if (over(b, 0)) {
+            lo = 0;
+            if (n > 1 && over(b, n - 1))
+                lo = (int)n - 1;
             else
-                hi = mid;
-        }
-        if (lo >= 0)
+                hi = (int)n - 1;
+            while (hi - lo > 1) {
+                int mid = lo + (hi - lo) / 2;
+                if (over(b, (unsigned)mid))
+                    lo = mid;
+                else
+                    hi = mid;
+            }
             give_back(b, (unsigned)lo + 1);
+        }
+        rest = lo + 1 == (int)n;
     }
-    for (int queries = 0; b->count;) {
+    for (int queries = 0; rest && b->count;) {
         struct pf_bounce_fence *f = fence(b, 0);
         int state = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
         if (state == FILLING ||
