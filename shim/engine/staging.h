@@ -118,7 +118,7 @@ struct pf_plan {
     size_t next;           /* offset of the next chunk */
     enum pf_host_copy kind;
     int lean;              /* H2D paced: see LEAN_FROM */
-    int huge;              /* D2H into a fresh destination: chunks end on its huge pages (enum pf_fresh_way) */
+    enum pf_fresh_way huge; /* D2H into a fresh destination (not NONE): chunks end on its huge pages */
     /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
