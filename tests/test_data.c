@@ -279,6 +279,16 @@ static void test_fresh_large(void **s)
     (void)s;
     if (quick())
         skip();
+    /* a staged copy first: the pool as it is sized, whatever ran before */
+    size_t n = 1u << 20;
+    unsigned char *src = malloc(n);
+    assert_non_null(src);
+    t_fill(src, n, t_rand());
+    CUdeviceptr dev;
+    CK(D.MemAlloc(&dev, n));
+    CK(D.MemcpyHtoD(dev, src, n));
+    CK(D.MemFree(dev));
+    free(src);
     int before = pool_threads();
     fresh_round((256u << 20) + t_rand_range(0, 4u << 20), (int)(t_rand() & 1));
     cpu_set_t set;
