@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""bench/run: runs the bundled workloads without pinfast (plain), with it
-(LD_PRELOAD, pinfast) and with pinned memory by hand (pinned), interleaved,
-several times each, and writes JSON lines, a markdown table and plots.
-See docs/bench.md. Exit status: 0 ok; 1 a run failed or results mismatched;
-3 pinfast was slower than plain beyond noise somewhere (unless --no-fail);
-2 bad usage, no usable GPU, an unwritable results folder or a build failure."""
+"""Runs the bundled workloads three ways: without pinfast (plain), with it
+preloaded (pinfast) and with pinned memory allocated by hand (pinned). The
+variants are interleaved and each is run several times. The results are
+written as JSON lines, a markdown table and plots (docs/bench.md).
+
+Exit status: 0 when all went well; 1 when a run failed or its results did
+not match; 3 when pinfast was slower than plain beyond noise somewhere
+(unless --no-fail); 2 on bad usage, no usable GPU, a results folder that
+cannot be written or a build failure."""
 import argparse
 import datetime
 import json
@@ -33,7 +36,8 @@ def _stop(signum, _frame):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="bench/run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=None,
                     help="comma list or all (default all; with --quick the quick set: %s): %s"
                          % (",".join(w.name for w in workloads.select(None, quick=True)),
@@ -46,8 +50,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="a few minutes: the quick set of workloads (unless --workloads), "
                          "smaller sizes and repetitions, 3 runs")
-    ap.add_argument("--out", default=runner.RESULTS,
-                    help="results folder (default results/ in the checkout, ignored by git)")
+    ap.add_argument("--out", default=runner.RESULTS, metavar="DIR",
+                    help="results folder, made if missing (default results/ in the checkout, "
+                         "ignored by git)")
     ap.add_argument("--machine", default=None, help="label (default: GPU name or host name)")
     ap.add_argument("--build", default=os.path.join(runner.ROOT, "build"), help="build directory")
     ap.add_argument("--lib", default=None, help="libpinfast.so (default <build>/libpinfast.so)")
@@ -101,7 +106,7 @@ def main(argv=None):
         return 2
     why = runner.out_problem(a.out)
     if why:
-        log("cannot write results to %s: %s" % (a.out, why))
+        print("bench/run: --out %s: %s" % (a.out, why), file=sys.stderr, flush=True)
         return 2
     build_dir = os.path.abspath(a.build)
     lib = os.path.abspath(a.lib or os.path.join(build_dir, "libpinfast.so"))

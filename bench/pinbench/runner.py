@@ -56,13 +56,22 @@ def gpu_problem():
 
 
 def out_problem(out):
-    """None when results can be written under `out` (made if missing), else why not."""
+    """None when results can be written under `out` (made if missing), else
+    what is wrong, in words."""
+    # the nearest part of the path that exists says what stops it
+    there = os.path.abspath(out)
+    while not os.path.lexists(there):
+        there = os.path.dirname(there)
+    if not os.path.isdir(there):
+        if there == os.path.abspath(out):
+            return "is a file, not a folder; name a folder (made if missing)"
+        return "%s is a file, not a folder" % there
     try:
         os.makedirs(out, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".pinbench-"):
             pass
     except OSError as e:
-        return e.strerror or str(e)
+        return "cannot make or write that folder (%s)" % (e.strerror or e)
     return None
 
 

@@ -342,13 +342,19 @@ class TestEndToEnd(unittest.TestCase):
     def test_out_unwritable(self):
         blocker = os.path.join(self.tmp.name, "a-file")
         open(blocker, "w").close()
-        for out in (os.path.join(blocker, "out"), blocker):
+        for out, why in ((os.path.join(blocker, "out"), "%s is a file, not a folder" % blocker),
+                         (blocker, "is a file, not a folder; name a folder (made if missing)")):
             p = self.bench("--workloads", "sweep", "--out", out)
             self.assertEqual(p.returncode, 2)
             self.assertEqual(p.stdout, "")
-            lines = p.stderr.splitlines()
-            self.assertEqual(len(lines), 1, p.stderr)
-            self.assertTrue(lines[0].startswith("bench: cannot write results to %s: " % out), lines)
+            self.assertEqual(p.stderr, "bench/run: --out %s: %s\n" % (out, why))
+
+    def test_help_names_the_command(self):
+        p = subprocess.run([WRAPPER, "--help"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(p.stdout.startswith("usage: bench/run "), p.stdout)
+        self.assertNotIn("harness.py", p.stdout)
+        self.assertIn("without pinfast (plain), with it\npreloaded (pinfast)", p.stdout)
 
     def test_out_elsewhere(self):
         out = os.path.join(self.tmp.name, "new", "deeper")
