@@ -71,9 +71,11 @@ static int child(void)
 /* ---- spawning ------------------------------------------------------------------- */
 static char tmpdir[256];
 
-/* run ourselves in child mode with env overrides ("K=V" sets, "K=" with
- * drop=1 removes); stderr to errfile if given; returns the exit status and pid */
-static int spawn(const char **set, int nset, const char **drop, int ndrop, const char *errfile, pid_t *pid_out)
+/* run argv (ourselves in child mode when NULL) with env overrides ("K=V"
+ * sets, names in drop remove); stderr to errfile if given; returns the exit
+ * status and pid */
+static int spawn_argv(char *const *argv, const char **set, int nset, const char **drop, int ndrop,
+                      const char *errfile, pid_t *pid_out)
 {
     char **env = calloc(1024, sizeof *env);
     int n = 0;
@@ -96,8 +98,8 @@ static int spawn(const char **set, int nset, const char **drop, int ndrop, const
     if (pid == 0) {
         if (errfile && !freopen(errfile, "w", stderr))
             _exit(126);
-        char *argv[] = { "test_report", "child", NULL };
-        execve("/proc/self/exe", argv, env);
+        char *self[] = { "test_report", "child", NULL };
+        execve(argv ? argv[0] : "/proc/self/exe", argv ? argv : self, env);
         _exit(127);
     }
     free(env);
@@ -106,6 +108,11 @@ static int spawn(const char **set, int nset, const char **drop, int ndrop, const
     if (pid_out)
         *pid_out = pid;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int spawn(const char **set, int nset, const char **drop, int ndrop, const char *errfile, pid_t *pid_out)
+{
+    return spawn_argv(NULL, set, nset, drop, ndrop, errfile, pid_out);
 }
 
 static int count_files(const char *prefix)
@@ -303,6 +310,45 @@ static void test_bad_option_warns_once(void **s)
     assert_int_equal(named, 1);
 }
 
+/* The lines of file that start with prefix. */
+static int count_lines(const char *file, const char *prefix)
+{
+    FILE *f = fopen(file, "r");
+    assert_non_null(f);
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += !strncmp(line, prefix, strlen(prefix));
+    fclose(f);
+    return n;
+}
+
+/* A bad setting is warned about at the first CUDA call, never by a process
+ * that makes none: a shell, a compiler or this binary's own children that
+ * only exit, with the library preloaded (through a launcher's wrapper
+ * scripts it used to be printed once a process). */
+static void test_no_cuda_no_warning(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char err[320];
+    snprintf(err, sizeof err, "%s/stderr-nocuda", tmpdir);
+    const char *set[] = { "PINFAST_CHUNK=bogus", "PINFAST_THREADS=999", "PINFAST_STATS=off" };
+    char *true_argv[] = { "/bin/true", NULL };
+    assert_int_equal(spawn_argv(true_argv, set, 3, NULL, 0, err, NULL), 0);
+    assert_int_equal(count_lines(err, "pinfast:"), 0);
+    char self[] = "/proc/self/exe", mode[] = "nocuda";
+    char *exit_argv[] = { self, mode, NULL };
+    assert_int_equal(spawn_argv(exit_argv, set, 3, NULL, 0, err, NULL), 0);
+    assert_int_equal(count_lines(err, "pinfast:"), 0);
+    /* the same settings, with CUDA calls: one warning each */
+    assert_int_equal(spawn(set, 3, NULL, 0, err, NULL), 0);
+    assert_int_equal(count_lines(err, "pinfast: warning: PINFAST_CHUNK=bogus"), 1);
+    assert_int_equal(count_lines(err, "pinfast: warning: PINFAST_THREADS=999"), 1);
+    assert_int_equal(count_lines(err, "pinfast:"), 2);
+}
+
 /* The text report's GB/s column: a dash for the asynchronous pass-through
  * row, a number for the synchronous and staged ones. */
 static void test_text_rates(void **s)
@@ -428,11 +474,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "child") == 0)
         return child();
+    if (argc > 1 && strcmp(argv[1], "nocuda") == 0)
+        return 0;
     t_seed();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_exact),
         cmocka_unit_test(test_disable_is_passthrough),
         cmocka_unit_test(test_bad_option_warns_once),
+        cmocka_unit_test(test_no_cuda_no_warning),
         cmocka_unit_test(test_plain_no_report),
         cmocka_unit_test(test_text_rates),
         cmocka_unit_test(test_rank_and_host_in_names),

@@ -88,6 +88,13 @@ struct pf_options pf_options_parsed;
 int pf_options_ready;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* The settings refused as they were parsed, warned about by pf_options_warn
+ * (the value kept: the program may change its environment in between). */
+static struct {
+    const char *why;
+    char value[64];
+} rejected[sizeof table / sizeof table[0]];
+
 static int parse_size(const char *s, long long *out) {
     char *end;
     errno = 0;
@@ -191,9 +198,9 @@ static void parse(void) {
                     pf_log_set_level(pf_options_parsed.log);
                 continue;
             }
+            rejected[i].why = why;
+            snprintf(rejected[i].value, sizeof rejected[i].value, "%s", s);
             apply(o, o->def, &why);
-            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", o->name, s, why,
-                   *o->def ? o->def : "(none)");
         }
     }
     pf_options_parsed.time_every_call = pf_options_parsed.trace || pf_options_parsed.callsites == 1;
@@ -203,6 +210,14 @@ static void parse(void) {
 const struct pf_options *pf_options_load(void) {
     pthread_once(&once, parse);
     return &pf_options_parsed;
+}
+
+void pf_options_warn(void) {
+    pf_options();
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (rejected[i].why)
+            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, rejected[i].value,
+                   rejected[i].why, *table[i].def ? table[i].def : "(none)");
 }
 
 void pf_options_describe(int fd) {

@@ -45,6 +45,12 @@ static inline const struct pf_options *pf_options(void) {
     return pf_options_load();
 }
 
+/* Warns about the settings refused (a value not allowed: its default is
+ * used).  Called once, at the process's first CUDA call (driver.c), so
+ * that a process that makes none (a shell, a compiler under LD_PRELOAD)
+ * says nothing; a forked child has had its parent's. */
+void pf_options_warn(void);
+
 /* A file name from a setting: %p becomes the pid (each process of a
  * program writes its own), %r the launcher's rank (RANK,
  * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; x when none is set or it

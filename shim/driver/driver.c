@@ -1,5 +1,6 @@
 #include "driver.h"
 #include "../base/message.h"
+#include "../base/options.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -40,6 +41,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 int pf_driver_loaded;
 
 static void load(void) {
+    /* the first CUDA call: the one moment a bad setting is worth a word */
+    pf_options_warn();
     /* The program has normally loaded the driver already (its call is what
      * brought us here); otherwise load it privately. */
     void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
