@@ -85,7 +85,7 @@ fails() { for c in $NAMES; do cat "$W/$1.$c"; done | grep -c '^FAIL'; }
 # destroyed context (a dangling handle) crashes it in one run and returns
 # CUDA_ERROR_CONTEXT_IS_DESTROYED (cudaErrorContextIsDestroyed) in the next,
 # with pinfast or without
-# (docs/results/2026-11-23-h100-engine-v10/call9-dangling-stream/); either
+# (docs/results/2026-11-23-h100-engine-slots-and-dma/dangling-stream/); either
 # answer reads the same, any other still differs.
 UNDEFINED='s/(stream-of-destroyed-context -> )(crash Segmentation fault|CUDA_ERROR_CONTEXT_IS_DESTROYED|cudaErrorContextIsDestroyed)$/\1crash or context destroyed/'
 # the number of lines matching a pattern that differ between plain and each
