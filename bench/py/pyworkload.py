@@ -69,10 +69,12 @@ class Report:
     def time_copy(self, name, direction, nbytes, reps, op, sync):
         """Times op() with time_reps (one warm-up), adds the measurement and
         returns what the last op() returned, for the caller to check. Only
-        that one result is kept alive, not one per rep."""
+        that one result is kept alive, not one per rep, and it is dropped
+        before the next op() runs, as a loop's step drops the last one."""
         last = {}
 
         def run():
+            last.pop("result", None)
             last["result"] = op()
         self.add(name, direction, nbytes, time_reps(1, reps, run, sync))
         return last["result"]

@@ -75,13 +75,15 @@ static const struct option table[] = {
     {"PINFAST_NVTX", K_BOOL, F(nvtx), "1", 0, 1, NULL,
      "NVTX ranges around staged copies, seen when a profiler (Nsight Systems) is attached"},
     {"PINFAST_REGISTER", K_BOOL, F(reg), "1", 0, 1, NULL,
-     "register pageable ranges copied again and again, and copy them directly (docs/options.md)"},
+     "serve large heap blocks from pinfast's heap, register those copied again and again (docs/options.md)"},
     {"PINFAST_REGISTER_MAX", K_SIZE, F(reg_max), "0", 0, 1LL << 50, NULL,
      "registered memory at most; 0: RLIMIT_MEMLOCK when finite, at most a quarter of RAM"},
     {"PINFAST_REGISTER_MIN", K_SIZE, F(reg_min), "1M", 4 * KiB, 1LL << 50, NULL,
-     "smaller copies are never registered"},
+     "smaller heap blocks are the real allocator's; smaller copies never register a block"},
     {"PINFAST_REGISTER_AFTER", K_INT, F(reg_after), "2", 1, 1000, NULL,
-     "a range is registered after its Nth copy, by a background thread"},
+     "a block is registered after its Nth copy, by a background thread"},
+    {"PINFAST_HEAP_KEEP", K_SIZE, F(heap_keep), "0", 0, 1LL << 50, NULL,
+     "freed large blocks kept warm (unregistered) for reuse; 0: an eighth of RAM, at most 8G"},
 };
 
 struct pf_options pf_options_parsed;

@@ -27,10 +27,11 @@ struct pf_options {
     int async_d2h;          /* pageable async D2H lands in stream callbacks */
     int callsites;          /* walk the stack of 1 in N small copies; 0: no call sites */
     int nvtx;               /* NVTX ranges around the copies pinfast stages */
-    int reg;                /* register pageable ranges copied again and again */
+    int reg;                /* pinfast's heap, and registering its blocks */
     size_t reg_max;         /* registered bytes at most; 0: the locked-memory limit, RAM / 4 */
-    size_t reg_min;         /* smaller copies are never registered */
-    int reg_after;          /* a range is registered at its Nth copy */
+    size_t reg_min;         /* smaller heap blocks are the real allocator's */
+    int reg_after;          /* a block is registered at its Nth copy */
+    size_t heap_keep;       /* freed blocks kept warm; 0: RAM / 8, at most 8 GiB */
     /* derived: a trace, or every copy's stack walked, wants every call timed */
     int time_every_call;
 };

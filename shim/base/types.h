@@ -24,14 +24,19 @@ enum pf_path { PF_PATH_PASSTHROUGH, PF_PATH_STAGED, PF_PATH_BOUNCED, PF_PATH_REG
 /* How a host-side copy moves its bytes (PINFAST_COPY_H2D/D2H). */
 enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO };
 
-/* What the registration cache did (memory/register.c), for the report. */
+/* What the registration cache and pinfast's heap did (memory/register.c,
+ * memory/heap.c), for the report. */
 struct pf_register_stats {
-    unsigned long long registered, refused, dropped, evicted; /* registrations */
-    unsigned long long guarded; /* undone for a copy passed to the driver as it is */
-    unsigned long long deferred; /* frees of registered blocks left to the registrar */
-    unsigned long long copies, bytes;                         /* through them */
-    unsigned long long spanned; /* of those copies, through several registrations */
+    unsigned long long registered, refused; /* registrations made, refused by the driver */
+    unsigned long long retired;  /* retired as the program changed their memory */
+    unsigned long long undone;   /* unregistered: at settles, at exit, for the program's own */
+    unsigned long long guarded;  /* copies passed to the driver over one, waited for */
+    unsigned long long handed;   /* the program's registrations answered from one */
+    unsigned long long over_cap; /* blocks staged as registering them would pass the cap */
+    unsigned long long copies, bytes;  /* through them */
     unsigned long long live, live_bytes, peak_bytes;
+    unsigned long long heap_blocks, heap_reused, heap_released; /* blocks served new, reused, given back */
+    unsigned long long kept_bytes, peak_kept_bytes; /* freed blocks kept for reuse */
     double register_seconds; /* spent in cuMemHostRegister/Unregister */
 };
 

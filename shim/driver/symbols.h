@@ -111,8 +111,9 @@
     X(none, 0, HOST_FLAGS, 0, cuMemHostGetFlags)                               \
     X(none, 0, HOST_DEVICE_POINTER, 0, cuMemHostGetDevicePointer_v2)
 
-/* Contexts destroyed (entry/context_entries.c). */
+/* Contexts destroyed, and waited for (entry/context_entries.c). */
 #define PF_CONTEXT_ENTRIES(X)                                                  \
+    X(none, 0, CTX_SYNC, 0, cuCtxSynchronize)                                  \
     X(none, 0, CTX_DESTROY, 0, cuCtxDestroy)                                   \
     X(none, 0, CTX_DESTROY, 0, cuCtxDestroy_v2)                                \
     X(none, 0, PRIMARY_RELEASE, 0, cuDevicePrimaryCtxRelease)                  \
@@ -127,7 +128,7 @@
 
 /* Driver functions pinfast calls without wrapping them: X(symbol). */
 #define PF_INTERNAL(X)                                                         \
-    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxSynchronize)    \
+    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice)                        \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
     X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)                  \
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing_ptsz)           \

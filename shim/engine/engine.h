@@ -67,6 +67,11 @@ void pf_engine_stats(struct pf_engine_stats *out);
  * device. */
 int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result);
 
+/* An asynchronous copy passed to the driver over a registration of
+ * pinfast's (which the driver takes for pinned memory) was issued on s:
+ * waited for, asleep, as the pageable copy would have been. */
+CUresult pf_registered_await_stream(CUstream s);
+
 /* The context was destroyed: its slots went with it. */
 void pf_engine_context_gone(CUcontext ctx);
 

@@ -153,3 +153,15 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
                (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, expect / 1e3, (int)*result);
     return 1;
 }
+
+CUresult pf_registered_await_stream(CUstream s) {
+    struct pf_context *c = pf_context_of(s, 0);
+    CUevent ev;
+    CUresult r = c ? pf_context_event(c, &ev) : PF_CALL(cuStreamSynchronize, s);
+    if (!c || r != CUDA_SUCCESS)
+        return r;
+    if ((r = PF_CALL(cuEventRecord, ev, s)) == CUDA_SUCCESS)
+        r = pf_event_await(ev, POLL_NS);
+    pf_context_event_back(c, ev, r);
+    return r;
+}

@@ -68,13 +68,27 @@ static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned
     }
 #define WRAP_ALLOC_HOST(family, ptds, sym)                                     \
     PF_API CUresult sym(void **pp, size_t n) { PINNED(family, pp, n, 0, PF_CALL(sym, pp, n)); }
-/* The program's own registration, and unregistration, get the driver's
- * answer as without pinfast: pinfast's registrations over the range are
- * dropped first. */
+/* The program's own registration gets the driver's answer as without
+ * pinfast: from pinfast's registration where one holds the range (no
+ * driver call), else from the driver, pinfast's registrations over the
+ * range undone first where they would change its answer. */
+static CUresult host_register(void *p, size_t n, unsigned flags, CUresult r) {
+    pf_register_program_result(p, n, r);
+    if (r == CUDA_SUCCESS)
+        pf_hostmap_add(p, n, PF_MEM_PINNED, flags);
+    return r;
+}
+
 #define WRAP_HOST_REGISTER(family, ptds, sym)                                  \
     PF_API CUresult sym(void *p, size_t n, unsigned int flags) {               \
-        pf_register_drop((uintptr_t)p, (uintptr_t)p + n, PF_REGISTER_UNMAPPED); \
-        TIMED(family, n, PF_CALL(sym, p, n, flags), pf_hostmap_add(p, n, PF_MEM_PINNED, flags)); \
+        CUresult r_;                                                           \
+        if (!pf_enter())                                                       \
+            return PF_CALL(sym, p, n, flags);                                  \
+        uint64_t t0_ = pf_ticks();                                             \
+        if (!pf_register_program(p, n, flags, &r_))                            \
+            r_ = PF_CALL(sym, p, n, flags);                                    \
+        pf_observe_alloc(PF_API_##family, n, pf_ticks_since(t0_), r_);         \
+        return host_register(p, n, flags, r_);                                 \
     }
 /* managed memory is in the map too */
 #define WRAP_ALLOC_MANAGED(family, ptds, sym)                                  \
@@ -104,11 +118,18 @@ static CUresult free_host(void *p) {
 
 #define WRAP_FREE_HOST(family, ptds, sym)                                      \
     PF_API CUresult sym(void *p) { FREED(family, p, free_host(p)); }
+/* A registration the program made is undone by its call; one of pinfast's
+ * is not the program's to undo: answered as the driver answers for
+ * pageable memory. */
+static CUresult host_unregister(enum pf_symbol sym, void *p) {
+    CUresult r;
+    if (pf_register_program_undo(p, &r))
+        return r;
+    return PF_PASS(sym, cuMemHostUnregister, p);
+}
+
 #define WRAP_HOST_UNREGISTER(family, ptds, sym)                                \
-    PF_API CUresult sym(void *p) {                                             \
-        pf_register_drop((uintptr_t)p, (uintptr_t)p + 1, PF_REGISTER_UNMAPPED); \
-        FREED(family, p, PF_CALL(sym, p));                                     \
-    }
+    PF_API CUresult sym(void *p) { FREED(family, p, host_unregister(PF_S_##sym, p)); }
 /* managed memory is in the map too */
 #define WRAP_FREE(family, ptds, sym)                                           \
     PF_API CUresult sym(CUdeviceptr dp) { FREED(family, dp, PF_CALL(sym, dp)); }

@@ -67,13 +67,16 @@ struct batch_abi {
     CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
     size_t scratch_bytes;
     CUstream stream;
-    void (*guard)(void *args, size_t i); /* before the driver sees copy i (memory/register.h) */
+    int (*guard)(void *args, size_t i); /* before the driver sees copy i: pf_register_guard's answer */
 };
 
-/* Before the driver sees the whole batch, well formed or not. */
-static void batch_guard_all(const struct batch_abi *b, size_t n, int valid) {
+/* Before the driver sees the whole batch, well formed or not: 1 when a
+ * registration of pinfast's holds some of its host bytes. */
+static int batch_guard_all(const struct batch_abi *b, size_t n, int valid) {
+    int held = 0;
     for (size_t i = 0; valid && pf_register_watching() && i < n; i++)
-        b->guard(b->args, i);
+        held |= b->guard(b->args, i);
+    return held;
 }
 
 /* Source orders and flags pinfast knows the meaning of; with any other the
@@ -117,9 +120,12 @@ enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
 /* The driver's call for idx[0..k): its failIdx mapped back to the batch's. */
 static CUresult batch_driver(const struct batch_abi *b, void *scratch, const size_t *idx, size_t k, size_t *fail) {
     size_t f = fail ? *fail : 0;
+    int held = 0;
     for (size_t j = 0; j < k && pf_register_watching(); j++)
-        b->guard(b->args, idx[j]);
+        held |= b->guard(b->args, idx[j]);
     CUresult r = b->part(b->args, scratch, idx, k, fail ? &f : NULL);
+    if (held && r == CUDA_SUCCESS) /* as copies.h's FINISH */
+        r = pf_registered_await_stream(b->stream);
     if (fail)
         *fail = r && f < k ? idx[f] : f;
     return r;
@@ -243,10 +249,10 @@ static int linear_stageable(void *args, size_t i, struct batch_copy *c) {
     return COPY_TAKE;
 }
 
-static void linear_guard(void *args, size_t i) {
+static int linear_guard(void *args, size_t i) {
     const struct linear_args *b = args;
-    pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]);
-    pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]);
+    return pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]) |
+           pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]);
 }
 
 /* The room a copy takes in a part of a linear batch (linear_part). */
@@ -311,16 +317,15 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
     return pf_shape_3d(&m, rt, &c->x, &c->s) ? COPY_TAKE : COPY_INVALID;
 }
 
-static void op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
-    if (o->type == CU_MEMCPY_OPERAND_TYPE_POINTER)
-        pf_guard_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
+static int op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
+    return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+           pf_guard_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
                       o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
                       o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
 }
-static void op_guard(void *args, size_t i) {
+static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
-    op_guard_side(&o->src, &o->extent);
-    op_guard_side(&o->dst, &o->extent);
+    return op_guard_side(&o->src, &o->extent) | op_guard_side(&o->dst, &o->extent);
 }
 
 static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch, const size_t *idx, size_t k) {
@@ -349,7 +354,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard}; \
         int valid_ = valid;                                                    \
         FINISH(valid_ && batch_stage(&c_, &abi_, n, fail, v1), b_.bytes,       \
-               batch_guard_all(&abi_, n, valid_), call);                      \
+               batch_guard_all(&abi_, n, valid_), abi_.stream, call);          \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's

@@ -1,13 +1,16 @@
 /* The entry points that destroy contexts: what pinfast holds in a context
  * (staging slots, pooled blocks, their host-map entries, registrations)
- * goes with it, so
- * that its table never fills with dead contexts and new memory at a freed
- * address is never taken for pinfast's.  Made from the table
+ * goes with it, so that its table never fills with dead contexts and new
+ * memory at a freed address is never taken for pinfast's.  And the one
+ * where the program waits for its whole context: there, and only there
+ * during the run, pinfast gives back what needs a device-wide wait
+ * (registrations, pooled pinned blocks).  Made from the table
  * (PF_CONTEXT_ENTRIES). */
 #include "entry.h"
 #include "../engine/engine.h"
 #include "../memory/pool.h"
 #include "../memory/register.h"
+#include "../driver/capture.h"
 
 /* By handle: a destroyed context's handle may be passed again by mistake,
  * and asking the driver about it can crash; a live context's handle is
@@ -53,6 +56,20 @@ static CUresult destroy(enum pf_symbol sym, CUcontext ctx) {
     return r;
 }
 
+/* After the program's own wait: undoing a registration or freeing a pinned
+ * block waits for the device, which the program has just done; not during
+ * a capture (the wait itself invalidates it, and pinfast adds nothing). */
+static CUresult synchronize(enum pf_symbol sym) {
+    CUresult r = PF_PASS(sym, cuCtxSynchronize);
+    if (r == CUDA_SUCCESS && pf_enter() && !pf_capturing()) {
+        pf_register_settle();
+        pf_pool_settle();
+    }
+    return r;
+}
+
+#define WRAP_CTX_SYNC(family, ptds, sym)                                       \
+    PF_API CUresult sym(void) { return synchronize(PF_S_##sym); }
 #define WRAP_PRIMARY_RELEASE(family, ptds, sym)                                \
     PF_API CUresult sym(CUdevice dev) { return primary(PF_S_##sym, dev, 0); }
 #define WRAP_PRIMARY_RESET(family, ptds, sym)                                  \

@@ -5,6 +5,8 @@
 #define PINFAST_COPIES_H
 
 #include "entry.h"
+#include "../driver/capture.h"
+#include "../engine/engine.h"
 #include "../engine/route.h"
 #include "../observe/nvtx.h"
 
@@ -19,15 +21,18 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
 }
 
 /* A wrapper's end: the driver's own `call` unless the engine took the copy
- * (`taken`, which fills c_ and noted_), then the observers.  Before the
- * driver sees pageable memory, `guard` undoes pinfast's registrations over
- * the bytes it touches (memory/register.h). */
-#define FINISH(taken, n, guard, call)                                          \
+ * (`taken`, which fills c_ and noted_), then the observers.  `guard` is 1
+ * when a registration of pinfast's holds some of the host bytes the driver
+ * is given (memory/register.h): the driver takes them for pinned, so an
+ * asynchronous copy (`stream` not NULL) is waited for, as the pageable one
+ * would be.  Under a capture the graph's copy runs later either way. */
+#define FINISH(taken, n, guard, stream, call)                                  \
     if (!(taken)) {                                                            \
-        if (c_.host == PF_MEM_PAGEABLE || c_.host == PF_MEM_MIXED)             \
-            guard;                                                             \
+        int held_ = (c_.host == PF_MEM_PAGEABLE || c_.host == PF_MEM_MIXED) && !pf_capturing() && (guard); \
         noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);             \
         c_.result = call;                                                      \
+        if (held_ && (stream) && c_.result == CUDA_SUCCESS)                    \
+            c_.result = pf_registered_await_stream(stream);                    \
         pf_nvtx_pop(noted_);                                                   \
     }                                                                          \
     pf_observe_copy(&c_);                                                      \
@@ -52,9 +57,9 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
 
 /* The host bytes one side of a 2D/3D copy touches, from its first row to
  * the end of its last, handed to pf_register_guard (overflowing extents:
- * to the end of the address space).  In copy_entries.c; hidden, as all of
- * the library but its PF_API wrappers. */
-void pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+ * to the end of the address space): its answer.  In copy_entries.c;
+ * hidden, as all of the library but its PF_API wrappers. */
+int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
                    size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth);
 
 #endif

@@ -90,7 +90,7 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
         FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), \
                       (uintptr_t)(s), n, st, dk, sk), n,                      \
                pf_register_guard((const void *)(c_.dir == PF_DIR_D2H ? (uintptr_t)(d) : (uintptr_t)(s)), n), \
-               call);                                                          \
+               async ? explicit_stream(st, ptds) : NULL, call);                \
     } while (0)
 
 #define WRAP_LINEAR_ANY(family, ptds, sym)                                     \
@@ -179,14 +179,15 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         struct pf_copy_seen c_;                                                \
         int noted_;                                                            \
         int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */                                 \
-        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, call); \
+        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, \
+               as ? x_.stream : NULL, call);                                   \
     } while (0)
 
 /* Declared in copies.h: the batches guard their pointer operands with it. */
-void pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
-                   size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth) {
+int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                  size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth) {
     if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
-        return;
+        return 0;
     uintptr_t lo = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev, rows, off, span;
     if (__builtin_mul_overflow(z, slice_rows, &off) || __builtin_add_overflow(off, y, &off) ||
         __builtin_mul_overflow(off, pitch, &off) || __builtin_add_overflow(off, x, &off) ||
@@ -195,7 +196,7 @@ void pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t 
         __builtin_mul_overflow(rows, pitch > width ? pitch : width, &span) ||
         __builtin_add_overflow(span, width, &span) || lo + span < lo)
         span = UINTPTR_MAX - lo;
-    pf_register_guard((const void *)lo, span);
+    return pf_register_guard((const void *)lo, span);
 }
 #define GUARD_SIDE(p, side, z, slice_rows, depth)                              \
     pf_guard_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, \

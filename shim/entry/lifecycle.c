@@ -7,6 +7,7 @@
 #include "../engine/cpushare.h"
 #include "../engine/engine.h"
 #include "../engine/workers.h"
+#include "../memory/heap.h"
 #include "../memory/hostmap.h"
 #include "../memory/pending.h"
 #include "../memory/pool.h"
@@ -42,9 +43,12 @@ static const struct hooks {
     {NULL, NULL, pf_workers_forked, NULL},
     {NULL, NULL, pf_cpushare_forked, pf_cpushare_exit},
     {NULL, NULL, pf_pool_forked, NULL},
-    /* registrations are dropped before fork() (entry/vm_entries.c) and at
-     * exit by an atexit handler, before the driver's own teardown (the
-     * destructor that runs `exit` here may come after it) */
+    /* the heap's lock is held across fork; the child keeps every block (the
+     * kernel copies registered pages for it) and no registration.
+     * Registrations are undone at exit by an atexit handler, before the
+     * driver's own teardown (the destructor that runs `exit` here may come
+     * after it) */
+    {pf_heap_fork_prepare, pf_heap_fork_done, pf_heap_fork_done, NULL},
     {NULL, NULL, pf_register_forked, NULL},
     {NULL, NULL, pf_callsite_reset, NULL},
     {NULL, NULL, pf_latepin_reset, NULL},
@@ -73,6 +77,7 @@ static void child(void) {
  * (a shell, a compiler under LD_PRELOAD) must not pay for pinfast. */
 __attribute__((constructor)) static void start(void) {
     pthread_atfork(prepare, parent, child);
+    pf_heap_start(); /* the program's large blocks from now on */
     if (getenv("PINFAST_HELP") && pf_options()->help)
         pf_options_describe(STDERR_FILENO);
 }

@@ -3,15 +3,19 @@
  * page faults, one per 4 KiB page.  Advised MADV_HUGEPAGE first, the 2 MiB
  * aligned interior the copy writes whole faults in 2 MiB at a time, and
  * the engine has its workers fault it in ahead of the copy (docs/design.md,
- * "Fresh destinations").  The copy writes every byte of the interior, so
+ * "Fresh destinations").  Advice is given only to blocks of pinfast's heap
+ * on which the program gave none: it never overrides the program's, and
+ * is never left on memory pinfast does not own.  The copy writes every byte of the interior, so
  * neither makes the program's memory larger than the copy does. */
 #include "fresh.h"
+#include "heap.h"
 #include "../base/options.h"
 
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define HUGE_PAGE ((uintptr_t)PF_HUGE_PAGE)
@@ -42,10 +46,12 @@ size_t pf_fresh_advise(void *p, size_t n, char **interior) {
     uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
     unsigned char resident = 1;
     *interior = NULL;
+    /* advice only on a block of pinfast's heap the program gave none of its
+     * own: the advice stays on the memory */
     if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() ||
-        mincore((void *)lo, 4096, &resident) || (resident & 1))
-        return 0; /* too small, not wanted, or already touched: not fresh */
-    if (madvise((void *)lo, hi - lo, MADV_HUGEPAGE))
+        !pf_heap_advisable(p, n) || mincore((void *)lo, 4096, &resident) || (resident & 1))
+        return 0; /* too small, not wanted, not pinfast's, or already touched: not fresh */
+    if (syscall(SYS_madvise, lo, hi - lo, MADV_HUGEPAGE))
         return 0;
     *interior = (char *)lo;
     return hi - lo;
@@ -55,4 +61,4 @@ size_t pf_fresh_advise(void *p, size_t n, char **interior) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void pf_fresh_populate(void *p, size_t n) { (void)madvise(p, n, MADV_POPULATE_WRITE); }
+void pf_fresh_populate(void *p, size_t n) { (void)syscall(SYS_madvise, p, n, MADV_POPULATE_WRITE); }

@@ -23,6 +23,7 @@ struct pinned_block {
     unsigned long long ctx_id;
     uint64_t alloc_ns;         /* what a fresh one cost: the time a reuse saves */
     int idle;                  /* freed by the program, cached */
+    unsigned settles;          /* idle: the program's context waits seen since */
     struct pinned_block *prev, *next; /* idle blocks, most recently freed last */
     struct pinned_block *chain;       /* the next block of its bucket */
 };
@@ -145,6 +146,7 @@ int pf_pool_free(void *p, CUresult *result) {
         return 0;
     }
     b->idle = 1;
+    b->settles = 0;
     b->prev = newest;
     *(newest ? &newest->next : &oldest) = b;
     newest = b;
@@ -169,6 +171,39 @@ int pf_pool_free(void *p, CUresult *result) {
     }
     *result = CUDA_SUCCESS;
     return 1;
+}
+
+int pf_pool_idle_at(uintptr_t p) {
+    if (!__atomic_load_n(&oldest, __ATOMIC_RELAXED))
+        return 0;
+    pthread_mutex_lock(&lock);
+    struct pinned_block *b = oldest;
+    while (b && p - (uintptr_t)b->p >= b->size)
+        b = b->next;
+    pthread_mutex_unlock(&lock);
+    return b != NULL;
+}
+
+void pf_pool_settle(void) {
+    struct pinned_block *trim = NULL;
+    pthread_mutex_lock(&lock);
+    for (struct pinned_block *b = oldest, *next; b; b = next) {
+        next = b->next;
+        if (++b->settles < 2)
+            continue;
+        unlink_idle(b);
+        unhash(b);
+        b->next = trim;
+        trim = b;
+        stats.trimmed++;
+    }
+    pthread_mutex_unlock(&lock);
+    while (trim) {
+        struct pinned_block *o = trim;
+        trim = o->next;
+        PF_CALL(cuMemFreeHost, o->p);
+        free(o);
+    }
 }
 
 void pf_pool_stats(struct pf_pool_stats *out) {

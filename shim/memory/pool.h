@@ -21,6 +21,15 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
  * must pass the free through. */
 int pf_pool_free(void *p, CUresult *result);
 
+/* 1 when p lies in a block the program freed and the pool keeps: to the
+ * program, memory the driver no longer knows (entry/query_entries.c). */
+int pf_pool_idle_at(uintptr_t p);
+
+/* The program waited for its context (cuCtxSynchronize): blocks idle since
+ * the previous such wait go back to the driver, whose cuMemFreeHost waits
+ * for the device too, as the program just did. */
+void pf_pool_settle(void);
+
 struct pf_pool_stats {
     unsigned long long hits, misses, idle_bytes, peak_idle_bytes, trimmed;
     double saved_seconds, sync_seconds;

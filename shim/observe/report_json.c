@@ -66,7 +66,7 @@ static void callsites_json(struct pf_out *o) {
 
 void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats *e,
                     const struct pf_pool_stats *pl) {
-    pf_put(o, "{\"schema\":\"pinfast-report/1.3\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
+    pf_put(o, "{\"schema\":\"pinfast-report/1.4\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[",
         (int)getpid(), wall);
     const char *sep = "\n";
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -76,13 +76,15 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
                     const struct pf_cell *c = &pf_sum.copies[a][d][m][p];
                     if (!c->calls)
                         continue;
-                    char rate[32];
+                    char rate[32], busy[32];
                     pf_put(o,
                         "%s{\"api\":\"%s\",\"direction\":\"%s\",\"memory\":\"%s\",\"path\":\"%s\","
-                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"gbps\":%s}",
+                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,"
+                        "\"busy_seconds\":%s,\"gbps\":%s}",
                         sep, pf_copy_api_names[a], pf_dir_names[d], pf_mem_names[m], pf_path_names[p],
                         (unsigned long long)c->calls, (unsigned long long)c->errors,
                         (unsigned long long)c->bytes, (double)c->ns * 1e-9,
+                        pf_busy_text(busy, sizeof busy, "%.9f", "null", a, d, p, c),
                         pf_rate_text(rate, sizeof rate, "%.3f", "null", a, d, p, c));
                     sep = ",\n";
                 }
@@ -111,12 +113,14 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
         pl->hits, pl->misses, pl->idle_bytes, pl->peak_idle_bytes, pl->trimmed, pl->saved_seconds,
         pl->sync_seconds);
     pf_put(o,
-        "\"registrations\":{\"registered\":%llu,\"refused\":%llu,\"dropped\":%llu,\"evicted\":%llu,"
-        "\"guarded\":%llu,\"deferred\":%llu,\"copies\":%llu,\"bytes\":%llu,\"live\":%llu,"
-        "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"spanned\":%llu,",
-        e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
-        e->reg.copies, e->reg.bytes, e->reg.live, e->reg.live_bytes, e->reg.peak_bytes, e->reg.register_seconds,
-        e->reg.spanned);
+        "\"registrations\":{\"registered\":%llu,\"refused\":%llu,\"retired\":%llu,\"undone\":%llu,"
+        "\"guarded\":%llu,\"handed\":%llu,\"over_cap\":%llu,\"copies\":%llu,\"bytes\":%llu,\"live\":%llu,"
+        "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"heap_blocks\":%llu,"
+        "\"heap_reused\":%llu,\"heap_released\":%llu,\"kept_bytes\":%llu,\"peak_kept_bytes\":%llu,",
+        e->reg.registered, e->reg.refused, e->reg.retired, e->reg.undone, e->reg.guarded, e->reg.handed,
+        e->reg.over_cap, e->reg.copies, e->reg.bytes, e->reg.live, e->reg.live_bytes, e->reg.peak_bytes,
+        e->reg.register_seconds, e->reg.heap_blocks, e->reg.heap_reused, e->reg.heap_released,
+        e->reg.kept_bytes, e->reg.peak_kept_bytes);
     double saved, saved_cpu;
     if (pf_register_saved(e, &saved, &saved_cpu))
         pf_put(o, "\"saved_seconds\":%.6f,\"saved_cpu_seconds\":%.6f},\n", saved, saved_cpu);

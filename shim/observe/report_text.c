@@ -62,20 +62,22 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
     pf_whoami(&w);
     pf_put(o, "pinfast: transfer report, pid %d%s%s on %s, %.3f s since start\n", (int)getpid(),
         strcmp(w.rank, "x") ? ", rank " : "", strcmp(w.rank, "x") ? w.rank : "", w.host, wall);
-    pf_put(o, "pinfast: %-20s %-5s %-9s %-11s %10s %6s %14s %11s %9s\n", "api", "dir", "memory",
-        "path", "calls", "errors", "bytes", "seconds", "GB/s");
+    pf_put(o, "pinfast: %-20s %-5s %-9s %-11s %10s %6s %14s %11s %11s %9s\n", "api", "dir", "memory",
+        "path", "calls", "errors", "bytes", "seconds", "busy s", "GB/s");
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
                 for (int p = 0; p < PF_PATH_COUNT; p++) {
                     const struct pf_cell *c = &pf_sum.copies[a][d][m][p];
-                    char rate[32];
-                    if (c->calls)
-                        pf_put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %9s\n",
-                            pf_copy_api_names[a], pf_dir_names[d], pf_mem_names[m], pf_path_names[p],
-                            (unsigned long long)c->calls, (unsigned long long)c->errors,
-                            (unsigned long long)c->bytes, (double)c->ns * 1e-9,
-                            pf_rate_text(rate, sizeof rate, "%.2f", "-", a, d, p, c));
+                    char rate[32], busy[32];
+                    if (!c->calls)
+                        continue;
+                    pf_put(o, "pinfast: %-20s %-5s %-9s %-11s %10llu %6llu %14llu %11.6f %11s %9s\n",
+                        pf_copy_api_names[a], pf_dir_names[d], pf_mem_names[m], pf_path_names[p],
+                        (unsigned long long)c->calls, (unsigned long long)c->errors,
+                        (unsigned long long)c->bytes, (double)c->ns * 1e-9,
+                        pf_busy_text(busy, sizeof busy, "%.6f", "-", a, d, p, c),
+                        pf_rate_text(rate, sizeof rate, "%.2f", "-", a, d, p, c));
                 }
     for (int a = 0; a < PF_ALLOC_API_COUNT; a++) {
         const struct pf_cell s_ = pf_cell_of(&pf_alloc_counters[a]), *c = &s_;
@@ -94,14 +96,16 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
             e->cpu_seconds, pf_per_gib(e->cpu_seconds, e->bytes), e->caller_seconds, e->wait_seconds);
     }
     double saved, saved_cpu;
-    if (e->reg.registered + e->reg.refused) {
-        pf_put(o, "pinfast: registrations: %llu made (%llu refused by the driver, %llu dropped as "
-               "their memory changed, %llu evicted, %llu undone for copies passed through, %llu frees "
-               "deferred), %llu copies of %.1f MiB through them (%llu across several), %.1f MiB "
-               "registered at most, %.3f s registering",
-            e->reg.registered, e->reg.refused, e->reg.dropped, e->reg.evicted, e->reg.guarded, e->reg.deferred,
-            e->reg.copies, e->reg.bytes / 1048576.0, e->reg.spanned, e->reg.peak_bytes / 1048576.0,
-            e->reg.register_seconds);
+    if (e->reg.registered + e->reg.refused + e->reg.heap_blocks) {
+        pf_put(o, "pinfast: heap: %llu large blocks served, %llu reused, %llu given back, %.1f MiB kept "
+               "(peak %.1f); registrations: %llu made (%llu refused, %llu over the cap), %llu retired as "
+               "their memory changed, %llu undone, %llu copies passed through over one, %llu of the "
+               "program's answered from one; %llu copies of %.1f MiB through them, %.1f MiB registered "
+               "at most, %.3f s registering",
+            e->reg.heap_blocks, e->reg.heap_reused, e->reg.heap_released, e->reg.kept_bytes / 1048576.0,
+            e->reg.peak_kept_bytes / 1048576.0, e->reg.registered, e->reg.refused, e->reg.over_cap,
+            e->reg.retired, e->reg.undone, e->reg.guarded, e->reg.handed, e->reg.copies,
+            e->reg.bytes / 1048576.0, e->reg.peak_bytes / 1048576.0, e->reg.register_seconds);
         if (pf_register_saved(e, &saved, &saved_cpu))
             pf_put(o, "; against this run's staging they saved %.3f s and %.3f s of CPU", saved, saved_cpu);
         pf_put(o, "\n");

@@ -1,0 +1,62 @@
+/* A block of pinfast's heap, as heap.c (its memory) and register.c (its
+ * registration) share it: the record, its states, and the few functions
+ * heap.c gives register.c.  Private to memory/. */
+#ifndef PINFAST_BLOCK_H
+#define PINFAST_BLOCK_H
+
+#include "../driver/cuda_api.h"
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* LIVE: the program's.  KEPT: freed, kept for reuse.  HELD: freed while a
+ * registration nobody may use still holds its pages (STALE, PROGRAM):
+ * given back only once that is undone. */
+enum pf_block_state { PF_BLOCK_UNUSED, PF_BLOCK_LIVE, PF_BLOCK_KEPT, PF_BLOCK_HELD };
+
+/* NONE: not registered.  DUE: the registrar registers it next.  MAKING:
+ * being registered.  LIVE: registered, copies go through it.  STALE:
+ * registered, but the program changed the memory under it (madvise,
+ * munmap, mprotect...): no copy uses it; undone where the program waits
+ * for its context, or at exit.  REFUSED: the driver would not.  PROGRAM:
+ * the program registered some of it itself: pinfast keeps off. */
+enum pf_block_reg { PF_REG_NONE, PF_REG_DUE, PF_REG_MAKING, PF_REG_LIVE, PF_REG_STALE, PF_REG_REFUSED, PF_REG_PROGRAM };
+
+struct pf_block {
+    uintptr_t base;       /* the mapping's start, 2 MiB aligned */
+    size_t size;          /* its bytes, whole pages */
+    size_t reg_len;       /* the bytes from base its registration holds (a block grown in place holds more) */
+    uint32_t units;       /* 2 MiB units of the range it takes */
+    uint32_t user_off;    /* the program's pointer is base + user_off */
+    uint8_t state;        /* enum pf_block_state */
+    uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
+    uint8_t thp;          /* the program advised huge pages on it, or against */
+    uint8_t handed;       /* LIVE: the program's cuMemHostRegister of [hand_lo, hand_lo + hand_len) was answered from it */
+    uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
+    int refs;             /* copies through its registration under way, and its registering */
+    unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen */
+    unsigned settles;     /* KEPT and registered: settles seen since */
+    unsigned hand_flags;
+    uintptr_t hand_lo;
+    size_t hand_len;
+    uint64_t kept_at;     /* when kept (the oldest goes first) */
+    uint32_t prev, next;  /* the kept list, by index + 1 */
+    CUcontext ctx;        /* the context its registration was made in */
+};
+
+/* The lock over every block and registration; no driver call is made
+ * while it is held. */
+void pf_heap_lock(void);
+void pf_heap_unlock(void);
+/* The block whose range holds p, or NULL (lock held). */
+struct pf_block *pf_heap_find(uintptr_t p);
+/* The records, [0, *n) (lock held; some UNUSED). */
+struct pf_block *pf_heap_blocks(size_t *n);
+/* b, KEPT or HELD and no longer registered, goes back to the system (lock
+ * held). */
+void pf_heap_release(struct pf_block *b);
+/* Waits on c with the lock (held). */
+void pf_heap_wait(pthread_cond_t *c);
+
+#endif

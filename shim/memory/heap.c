@@ -1,0 +1,452 @@
+/* pinfast's heap (heap.h).  One address range, reserved inaccessible on the
+ * first large allocation, is cut into 2 MiB units; a block takes whole
+ * units (its tail stays inaccessible) and starts on one, so that a lookup
+ * by address is one array load, and a freed range is reserved again in
+ * place: no other mapping of the program's, a library's or the C
+ * library's can land where a registration of pinfast's may still be.
+ * Each block carries a header as glibc's mmapped chunks do, so that a
+ * block reaching glibc's own free or malloc_usable_size (a library bound to
+ * glibc directly) is understood there.  Nothing here allocates or calls a
+ * wrapped function: mappings are made by system calls. */
+#include "heap.h"
+#include "block.h"
+#include "../base/dynsym.h"
+#include "../base/message.h"
+#include "../base/options.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define UNIT ((uintptr_t)2 << 20)
+#define MAX_BLOCKS (1u << 18)
+/* The header glibc reads below an mmapped chunk: the offset of the chunk
+ * from its mapping, and its size with IS_MMAPPED. */
+#define HEADER 16
+#define IS_MMAPPED 2
+
+uintptr_t pf_heap_lo_, pf_heap_len_;
+size_t pf_heap_min_ = SIZE_MAX;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int reserved;                 /* 1: reserved; -1: failed, the heap is off */
+static struct pf_block *blocks;      /* MAX_BLOCKS records */
+static uint32_t nrec, free_rec;      /* records used so far; the unused list (index + 1) */
+static uint32_t *unit_map;           /* per unit: the record holding it, index + 1 */
+static struct extent { uint32_t at, len; } *extents; /* free units, in address order */
+static size_t nextents, nunits;
+static uint32_t kept_head, kept_tail; /* oldest first, index + 1 */
+static size_t keep_cap;
+static uint64_t kept_clock;
+static struct pf_heap_stats stats;
+static uintptr_t page_;
+
+static void *sys_map(uintptr_t at, size_t n, int prot, int flags) {
+    return (void *)syscall(SYS_mmap, at, n, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+
+/* [at, at+n) inaccessible, its pages gone, still reserved. */
+static int sys_reserve(uintptr_t at, size_t n) {
+    return sys_map(at, n, PROT_NONE, MAP_FIXED | MAP_NORESERVE) == MAP_FAILED ? -1 : 0;
+}
+
+void pf_heap_lock(void) { pthread_mutex_lock(&lock); }
+void pf_heap_unlock(void) { pthread_mutex_unlock(&lock); }
+void pf_heap_wait(pthread_cond_t *c) { pthread_cond_wait(c, &lock); }
+
+void pf_heap_start(void) {
+    const struct pf_options *o = pf_options();
+    /* a malloc preloaded before pinfast, a sanitizer's or valgrind's would
+     * never hand pinfast's blocks back to it */
+    if (o->disable || !o->reg || !pf_dynsym_own_first("malloc") || !pf_dynsym_own_first("free"))
+        return;
+    page_ = (uintptr_t)sysconf(_SC_PAGESIZE);
+    size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * page_;
+    keep_cap = o->heap_keep ? o->heap_keep : ram / 8 < ((size_t)8 << 30) ? ram / 8 : (size_t)8 << 30;
+    __atomic_store_n(&pf_heap_min_, o->reg_min, __ATOMIC_RELAXED);
+}
+
+/* The range and the tables, on the first large allocation: twice the
+ * machine's memory, from 16 GiB to 16 TiB, less where the address space is
+ * limited (lock held). */
+static int reserve(void) {
+    if (reserved)
+        return reserved > 0;
+    size_t ram = (size_t)sysconf(_SC_PHYS_PAGES) * page_, len = 2 * ram;
+    len = len < ((size_t)16 << 30) ? (size_t)16 << 30 : len > ((size_t)16 << 40) ? (size_t)16 << 40 : len;
+    len &= ~(UNIT - 1);
+    for (; len >= ((size_t)1 << 30); len /= 2) {
+        void *r = sys_map(0, len + UNIT, PROT_NONE, MAP_NORESERVE);
+        if (r == MAP_FAILED)
+            continue;
+        uintptr_t lo = ((uintptr_t)r + UNIT - 1) & ~(UNIT - 1);
+        nunits = len / UNIT;
+        void *map = sys_map(0, nunits * sizeof *unit_map, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+        void *ext = sys_map(0, (nunits / 2 + 2) * sizeof *extents, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+        void *rec = sys_map(0, MAX_BLOCKS * sizeof *blocks, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+        if (map == MAP_FAILED || ext == MAP_FAILED || rec == MAP_FAILED) {
+            syscall(SYS_munmap, r, len + UNIT);
+            break;
+        }
+        unit_map = map, extents = ext, blocks = rec;
+        extents[0] = (struct extent){0, (uint32_t)nunits};
+        nextents = 1;
+        __atomic_store_n(&pf_heap_lo_, lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&pf_heap_len_, len, __ATOMIC_RELEASE);
+        return reserved = 1;
+    }
+    __atomic_store_n(&pf_heap_min_, SIZE_MAX, __ATOMIC_RELAXED);
+    reserved = -1;
+    return 0;
+}
+
+/* n free units, first fit: the first unit, or -1 (lock held). */
+static long take_units(uint32_t n) {
+    for (size_t i = 0; i < nextents; i++) {
+        if (extents[i].len < n)
+            continue;
+        uint32_t at = extents[i].at;
+        extents[i].at += n;
+        extents[i].len -= n;
+        if (!extents[i].len)
+            memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
+        return at;
+    }
+    return -1;
+}
+
+/* Units [at, at+n) are free again, merged with their neighbours (lock held). */
+static void give_units(uint32_t at, uint32_t n) {
+    size_t i = 0;
+    while (i < nextents && extents[i].at < at)
+        i++;
+    int left = i > 0 && extents[i - 1].at + extents[i - 1].len == at;
+    int right = i < nextents && at + n == extents[i].at;
+    if (left && right) {
+        extents[i - 1].len += n + extents[i].len;
+        memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
+    } else if (left) {
+        extents[i - 1].len += n;
+    } else if (right) {
+        extents[i].at = at;
+        extents[i].len += n;
+    } else {
+        memmove(&extents[i + 1], &extents[i], (nextents++ - i) * sizeof *extents);
+        extents[i] = (struct extent){at, n};
+    }
+}
+
+static uint32_t unit_of(uintptr_t p) { return (uint32_t)((p - pf_heap_lo_) / UNIT); }
+
+struct pf_block *pf_heap_find(uintptr_t p) {
+    if (!pf_heap_owns((const void *)p))
+        return NULL;
+    uint32_t r = unit_map[unit_of(p)];
+    return r ? &blocks[r - 1] : NULL;
+}
+
+struct pf_block *pf_heap_blocks(size_t *n) {
+    *n = nrec;
+    return blocks;
+}
+
+static uint32_t index_of(const struct pf_block *b) { return (uint32_t)(b - blocks) + 1; }
+
+static void kept_push(struct pf_block *b) {
+    b->kept_at = ++kept_clock;
+    b->prev = kept_tail;
+    b->next = 0;
+    if (kept_tail)
+        blocks[kept_tail - 1].next = index_of(b);
+    else
+        kept_head = index_of(b);
+    kept_tail = index_of(b);
+    stats.kept_bytes += b->size;
+    stats.peak_kept_bytes = stats.kept_bytes > stats.peak_kept_bytes ? stats.kept_bytes : stats.peak_kept_bytes;
+}
+
+static void kept_pull(struct pf_block *b) {
+    if (b->prev)
+        blocks[b->prev - 1].next = b->next;
+    else
+        kept_head = b->next;
+    if (b->next)
+        blocks[b->next - 1].prev = b->prev;
+    else
+        kept_tail = b->prev;
+    b->prev = b->next = 0;
+    stats.kept_bytes -= b->size;
+}
+
+/* Kept and not registered: the registrar may change that meanwhile. */
+static int warm(const struct pf_block *b) { return b->reg == PF_REG_NONE || b->reg == PF_REG_REFUSED; }
+
+void pf_heap_release(struct pf_block *b) {
+    if (b->state == PF_BLOCK_KEPT)
+        kept_pull(b);
+    stats.live_bytes -= b->state == PF_BLOCK_LIVE ? b->size : 0;
+    uint32_t at = unit_of(b->base);
+    if (sys_reserve(b->base, (size_t)b->units * UNIT))
+        return; /* the range stays the block's: never given out again */
+    memset(&unit_map[at], 0, b->units * sizeof *unit_map);
+    give_units(at, b->units);
+    uint32_t i = index_of(b);
+    *b = (struct pf_block){.next = free_rec};
+    free_rec = i;
+    stats.released++;
+}
+
+/* The header glibc would find below p. */
+static void header(const struct pf_block *b) {
+    size_t *h = (size_t *)(b->base + b->user_off);
+    h[-2] = b->user_off - HEADER;
+    h[-1] = (b->size - b->user_off + HEADER) | IS_MMAPPED;
+}
+
+/* The kept block that fits n bytes at offset off best (a registered one
+ * first), or NULL (lock held). */
+static struct pf_block *fitting(size_t need, size_t n, size_t align) {
+    struct pf_block *best = NULL;
+    for (uint32_t i = kept_head; i; i = blocks[i - 1].next) {
+        struct pf_block *b = &blocks[i - 1];
+        if (b->size - b->user_off < n || b->size > need + need / 4 || b->user_off % align)
+            continue;
+        int reg = b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING, best_reg = best && (best->reg == PF_REG_LIVE || best->reg == PF_REG_MAKING);
+        if (!best || reg > best_reg || (reg == best_reg && b->size < best->size))
+            best = b;
+    }
+    return best;
+}
+
+/* A new block of `need` bytes (lock held). */
+static struct pf_block *fresh(size_t need, uint32_t off) {
+    uint32_t units = (uint32_t)((need + UNIT - 1) / UNIT);
+    if (!free_rec && nrec == MAX_BLOCKS)
+        return NULL;
+    long at = take_units(units);
+    if (at < 0)
+        return NULL;
+    uintptr_t base = pf_heap_lo_ + (uintptr_t)at * UNIT;
+    if (sys_map(base, need, PROT_READ | PROT_WRITE, MAP_FIXED) == MAP_FAILED) {
+        give_units((uint32_t)at, units);
+        return NULL;
+    }
+    uint32_t i = free_rec ? free_rec : ++nrec;
+    struct pf_block *b = &blocks[i - 1];
+    free_rec = free_rec ? b->next : 0;
+    *b = (struct pf_block){.base = base, .size = need, .units = units, .user_off = off};
+    for (uint32_t u = 0; u < units; u++)
+        unit_map[at + u] = i;
+    stats.served++;
+    return b;
+}
+
+void *pf_heap_alloc(size_t n, size_t align, int zero) {
+    if (!pf_heap_serves(n) || align > UNIT || n > ((size_t)1 << 46))
+        return NULL;
+    uint32_t off = align > 64 ? (uint32_t)align : 64;
+    pthread_mutex_lock(&lock);
+    if (!reserve()) {
+        pthread_mutex_unlock(&lock);
+        return NULL;
+    }
+    size_t need = (off + n + page_ - 1) & ~(page_ - 1);
+    /* calloc wants zeros: a new mapping has them for free */
+    struct pf_block *b = zero ? NULL : fitting(need, n, align < 64 ? 64 : align);
+    if (b) {
+        kept_pull(b);
+        stats.reused++;
+    } else {
+        b = fresh(need, off);
+    }
+    if (b) {
+        b->state = PF_BLOCK_LIVE;
+        b->settles = 0;
+        stats.live_bytes += b->size;
+        header(b);
+    }
+    pthread_mutex_unlock(&lock);
+    return b ? (void *)(b->base + b->user_off) : NULL;
+}
+
+/* The live block at p, the program's pointer (lock held); glibc's answer
+ * to a pointer it never gave out otherwise. */
+static struct pf_block *live(void *p, const char *fn) {
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    if (b && b->state == PF_BLOCK_LIVE && (uintptr_t)p == b->base + b->user_off)
+        return b;
+    pthread_mutex_unlock(&lock);
+    pf_msg(PF_ERROR, "%s(): invalid pointer %p (not a live block of pinfast's heap)", fn, p);
+    abort();
+}
+
+void pf_heap_free(void *p) {
+    pthread_mutex_lock(&lock);
+    struct pf_block *b = live(p, "free");
+    stats.live_bytes -= b->size;
+    switch (b->reg) {
+    case PF_REG_STALE: case PF_REG_PROGRAM: /* pages the driver still holds */
+        b->state = PF_BLOCK_HELD;
+        break;
+    case PF_REG_DUE:
+        b->reg = PF_REG_NONE;
+        /* fall through */
+    default:
+        b->state = PF_BLOCK_KEPT;
+        b->handed = 0;
+        stats.kept_blocks++;
+        kept_push(b);
+        /* warm blocks within PINFAST_HEAP_KEEP, the oldest given back first */
+        size_t bytes = 0;
+        for (uint32_t i = kept_head; i; i = blocks[i - 1].next)
+            bytes += warm(&blocks[i - 1]) ? blocks[i - 1].size : 0;
+        for (uint32_t i = kept_head; i && bytes > keep_cap;) {
+            struct pf_block *o = &blocks[i - 1];
+            i = o->next;
+            if (warm(o)) {
+                bytes -= o->size;
+                pf_heap_release(o);
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+size_t pf_heap_usable(const void *p) {
+    pthread_mutex_lock(&lock);
+    struct pf_block *b = live((void *)p, "malloc_usable_size");
+    size_t n = b->size - b->user_off;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* b grows in place to `need` bytes when the units after it are free, as
+ * glibc's mremap would (lock held): 1 then. */
+static int grow(struct pf_block *b, size_t need) {
+    uint32_t units = (uint32_t)((need + UNIT - 1) / UNIT), end = unit_of(b->base) + b->units, more = units - b->units;
+    size_t i = 0;
+    while (i < nextents && extents[i].at < end)
+        i++;
+    if (units > b->units && (i == nextents || extents[i].at != end || extents[i].len < more))
+        return 0;
+    if (sys_map(b->base + b->size, need - b->size, PROT_READ | PROT_WRITE, MAP_FIXED) == MAP_FAILED)
+        return 0;
+    if (units > b->units) {
+        extents[i].at += more;
+        extents[i].len -= more;
+        if (!extents[i].len)
+            memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
+        for (uint32_t u = end; u < end + more; u++)
+            unit_map[u] = index_of(b);
+        b->units = units;
+    }
+    stats.live_bytes += need - b->size;
+    b->size = need;
+    header(b);
+    return 1;
+}
+
+void *pf_heap_realloc(void *p, size_t n, void *(*other)(size_t)) {
+    if (!n) { /* as glibc: freed */
+        pf_heap_free(p);
+        return NULL;
+    }
+    size_t have = pf_heap_usable(p);
+    if (n <= have && n >= have / 2)
+        return p;
+    if (n > have && n < ((size_t)1 << 46)) {
+        pthread_mutex_lock(&lock);
+        struct pf_block *b = live(p, "realloc");
+        int grown = grow(b, (b->user_off + n + page_ - 1) & ~(page_ - 1));
+        pthread_mutex_unlock(&lock);
+        if (grown)
+            return p;
+    }
+    void *q = pf_heap_alloc(n, 64, 0);
+    if (!q && !(q = other(n)))
+        return NULL;
+    memcpy(q, p, n < have ? n : have);
+    pf_heap_free(p);
+    return q;
+}
+
+void pf_heap_trim(void) {
+    pthread_mutex_lock(&lock);
+    for (uint32_t i = kept_head; i;) {
+        struct pf_block *b = &blocks[i - 1];
+        i = b->next;
+        if (warm(b))
+            pf_heap_release(b);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* [lo, hi) clipped to the reserved range. */
+static int clip(uintptr_t *lo, uintptr_t *hi) {
+    uintptr_t b = pf_heap_lo_, e = b + pf_heap_len_;
+    *lo = *lo < b ? b : *lo;
+    *hi = *hi > e ? e : *hi;
+    return *lo < *hi;
+}
+
+int pf_heap_unmap(uintptr_t lo, uintptr_t hi) {
+    if (lo & (page_ - 1) || hi <= lo) {
+        errno = EINVAL;
+        return -1;
+    }
+    hi = (hi + page_ - 1) & ~(page_ - 1);
+    uintptr_t a = lo, z = hi;
+    int r = 0;
+    if (clip(&a, &z)) {
+        r = sys_reserve(a, z - a);
+        if (lo < a)
+            r |= (int)syscall(SYS_munmap, lo, a - lo);
+        if (z < hi)
+            r |= (int)syscall(SYS_munmap, z, hi - z);
+    } else {
+        r = (int)syscall(SYS_munmap, lo, hi - lo);
+    }
+    return r ? -1 : 0;
+}
+
+void pf_heap_vacated(uintptr_t lo, uintptr_t hi) {
+    lo &= ~(page_ - 1);
+    hi = (hi + page_ - 1) & ~(page_ - 1);
+    if (clip(&lo, &hi))
+        (void)sys_reserve(lo, hi - lo);
+}
+
+void pf_heap_advised(uintptr_t lo, uintptr_t hi) {
+    if (!clip(&lo, &hi))
+        return;
+    pthread_mutex_lock(&lock);
+    for (uintptr_t p = lo & ~(UNIT - 1); p < hi; p += UNIT) {
+        struct pf_block *b = pf_heap_find(p);
+        if (b)
+            b->thp = 1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int pf_heap_advisable(const void *p, size_t n) {
+    if (!pf_heap_owns(p))
+        return 0;
+    pthread_mutex_lock(&lock);
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    int ok = b && b->state == PF_BLOCK_LIVE && !b->thp && (uintptr_t)p + n <= b->base + b->size;
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+void pf_heap_stats(struct pf_heap_stats *out) {
+    pthread_mutex_lock(&lock);
+    *out = stats;
+    pthread_mutex_unlock(&lock);
+}
+
+void pf_heap_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void pf_heap_fork_done(void) { pthread_mutex_unlock(&lock); }
