@@ -37,6 +37,8 @@ struct pf_register_stats {
     unsigned long long live, live_bytes, peak_bytes;
     unsigned long long heap_blocks, heap_reused, heap_released; /* blocks served new, reused, given back */
     unsigned long long kept_bytes, peak_kept_bytes; /* freed blocks kept for reuse */
+    unsigned long long forks, fork_registered_bytes; /* fork() calls, and the bytes registered at each, summed */
+    double fork_seconds;     /* fork()'s time in the parent: the kernel copies registered pages for the child */
     double register_seconds; /* spent in cuMemHostRegister/Unregister */
 };
 

@@ -58,8 +58,10 @@ int pf_workers_start(int contexts);
 
 /* A copy that gains from every CPU starts (+1; returns 0 when
  * PINFAST_THREADS fixes the pool, and nothing changed) or ends (-1, only
- * after a start that returned 1): the pool grows to a thread per CPU on
- * the first such copy, and all of them may wake while one runs. */
+ * after a start that returned 1): the pool grows to a thread per CPU (of
+ * this process's share of its node's, where a launcher started several
+ * ranks on it) on the first such copy, and all of them may wake while one
+ * runs. */
 int pf_workers_boost(int delta);
 
 /* Between workers.c (the threads) and workerpool.c (how many): the most

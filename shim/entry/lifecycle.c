@@ -49,7 +49,7 @@ static const struct hooks {
      * driver's own teardown (the destructor that runs `exit` here may come
      * after it) */
     {pf_heap_fork_prepare, pf_heap_fork_done, pf_heap_fork_done, NULL},
-    {NULL, NULL, pf_register_forked, NULL},
+    {pf_register_fork_prepare, pf_register_fork_done, pf_register_forked, NULL},
     {NULL, NULL, pf_callsite_reset, NULL},
     {NULL, NULL, pf_latepin_reset, NULL},
     {NULL, NULL, pf_trace_forked, pf_trace_flush},

@@ -480,6 +480,20 @@ static void unregister_all_at_exit(void) {
         pthread_join(registrar_thread, NULL);
 }
 
+/* fork(): timed in the parent, with the bytes registered then (the kernel
+ * copies registered pages for the child where it shares the others). */
+static uint64_t fork_t0;
+static size_t fork_bytes;
+void pf_register_fork_prepare(void) {
+    fork_t0 = pf_ticks();
+    fork_bytes = held_bytes;
+}
+void pf_register_fork_done(void) {
+    stats.forks++;
+    stats.fork_registered_bytes += fork_bytes;
+    stats.fork_seconds += (double)pf_ticks_to_ns(pf_ticks_since(fork_t0)) * 1e-9;
+}
+
 /* The registrar is the parent's (a new one starts on need); the blocks are
  * the child's copies, registered nowhere. */
 void pf_register_forked(void) {

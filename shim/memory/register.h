@@ -91,6 +91,9 @@ void pf_register_context_gone(CUcontext ctx);
 /* In a forked child: nothing is registered (the pages are the child's
  * copies; the parent's registrations are not the child's to undo). */
 void pf_register_forked(void);
+/* Around fork, in the parent: its time and the bytes registered. */
+void pf_register_fork_prepare(void);
+void pf_register_fork_done(void);
 
 void pf_register_stats(struct pf_register_stats *out);
 

@@ -23,7 +23,7 @@ __attribute__((format(printf, 3, 4))) static void say(struct pf_advice *a, const
 int pf_advise(struct pf_advice *adv, double wall, const struct pf_engine_stats *e,
               const struct pf_pool_stats *pl) {
     int n = 0;
-    struct pf_cell tiny = {0, 0, 0, 0};
+    struct pf_cell tiny = {0};
     for (int d = 0; d < PF_DIR_COUNT; d++)
         for (int k = 0; k < TINY_BUCKETS; k++) {
             const struct pf_cell c = pf_sum.sizes[d][k];

@@ -20,6 +20,7 @@ static int keyed; /* key made: a block can go back when its thread ends */
 __thread struct pf_thread_counters *pf_counters_mine;
 
 struct pf_counter pf_alloc_counters[PF_ALLOC_API_COUNT];
+struct pf_busy pf_busy[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
 int pf_stats_used;
 static uint64_t start_ns;
 
@@ -30,6 +31,23 @@ void pf_counter_add_atomic(struct pf_counter *c, size_t bytes, uint64_t ticks, i
         __atomic_fetch_add(&c->errors, 1, __ATOMIC_RELAXED);
     else
         __atomic_fetch_add(&c->bytes, bytes, __ATOMIC_RELAXED);
+}
+
+void pf_busy_add(struct pf_busy *b, uint64_t t0, uint64_t took, unsigned weight) {
+    uint64_t t1 = t0 + took, first = 0, end = __atomic_load_n(&b->end, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&b->first, __ATOMIC_RELAXED))
+        __atomic_compare_exchange_n(&b->first, &first, t0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    do {
+        if (t1 <= end)
+            return; /* inside time already counted */
+    } while (!__atomic_compare_exchange_n(&b->end, &end, t1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    __atomic_fetch_add(&b->ticks, (t1 - (t0 > end ? t0 : end)) * weight, __ATOMIC_RELAXED);
+}
+
+uint64_t pf_busy_ticks(const struct pf_busy *b) {
+    uint64_t ticks = __atomic_load_n(&b->ticks, __ATOMIC_RELAXED);
+    uint64_t span = __atomic_load_n(&b->end, __ATOMIC_RELAXED) - __atomic_load_n(&b->first, __ATOMIC_RELAXED);
+    return ticks < span ? ticks : span;
 }
 
 /* A later destructor of the ending thread counts in the shared block. */
@@ -93,6 +111,7 @@ void pf_counters_forked(void) {
         b->owned = b == pf_counters_mine;
     }
     memset(pf_alloc_counters, 0, sizeof pf_alloc_counters);
+    memset(pf_busy, 0, sizeof pf_busy);
     pf_stats_used = 0;
     start_ns = pf_now_ns();
 }

@@ -64,6 +64,25 @@ static inline int pf_size_bucket(size_t bytes) {
     return k < PF_SIZE_BUCKETS ? k : PF_SIZE_BUCKETS - 1;
 }
 
+/* The wall time a row's copies were under way, every thread's together
+ * (what its GB/s is over): the union of their intervals, in ticks.  Kept
+ * as the latest end seen and the time added past it, so that a copy adds
+ * only the part of its interval after that end.  Exact when a row's copies
+ * end in the order they started (copies of like sizes, from any number of
+ * threads); a copy that starts after another and ends before it hides the
+ * time between their starts.  A copy timed on a sample adds its part that
+ * many times over, an estimate capped at the span from the row's first
+ * start to its last end.  Only rows with a transfer rate keep it. */
+struct pf_busy {
+    uint64_t first, end, ticks;
+};
+extern struct pf_busy pf_busy[PF_COPY_API_COUNT][PF_DIR_COUNT][PF_MEM_COUNT][PF_PATH_COUNT];
+/* A copy of row b's that began at t0 and took `took` ticks, its time
+ * counted weight times over. */
+void pf_busy_add(struct pf_busy *b, uint64_t t0, uint64_t took, unsigned weight);
+/* Row b's busy time in ticks. */
+uint64_t pf_busy_ticks(const struct pf_busy *b);
+
 /* Allocation calls: rare, counted with atomic adds in one table. */
 extern struct pf_counter pf_alloc_counters[PF_ALLOC_API_COUNT];
 

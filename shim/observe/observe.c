@@ -4,6 +4,7 @@
 #include "counters.h"
 #include "latepin.h"
 #include "names.h"
+#include "report.h"
 #include "trace.h"
 
 __thread struct pf_time_sampler pf_time_sampler;
@@ -49,13 +50,22 @@ __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c,
         pf_roundtrip_d2h(c->d2h_dst, bytes);
 }
 
+/* The row's wall time under way, for its rate: rows without one (an
+ * asynchronous pass-through copy's) skip the shared line. */
+__attribute__((noinline)) static void busy(const struct pf_copy_seen *c, uint64_t took) {
+    if (pf_has_rate(c->api, c->dir, c->path))
+        pf_busy_add(&pf_busy[c->api][c->dir][c->host][c->path], c->t0, took, c->weight);
+}
+
 void pf_observe_copy(const struct pf_copy_seen *c) {
-    uint64_t ticks = c->weight ? pf_ticks_since(c->t0) * c->weight : 0;
+    uint64_t took = c->weight ? pf_ticks_since(c->t0) : 0, ticks = took * c->weight;
     size_t bytes = c->bytes;
     /* the counters: by row, and by size */
     struct pf_thread_counters *b = pf_counters();
     pf_counter_add(b, &b->copies[c->api][c->dir][c->host][c->path], bytes, ticks, c->result);
     pf_counter_add(b, &b->sizes[c->dir][pf_size_bucket(bytes)], bytes, ticks, c->result);
+    if (c->weight)
+        busy(c, took);
     if (__builtin_expect(bytes >= PF_LATEPIN_MIN_BYTES || pf_options()->trace != NULL, 0))
         observe_more(c, ticks);
     /* last, a tail call: its stack walks are no part of the traced call */

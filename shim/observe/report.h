@@ -11,9 +11,10 @@
 
 #include <stddef.h>
 
-/* A counter as reported: summed over the threads, time in ns. */
+/* A counter as reported: summed over the threads, time in ns; busy: the
+ * wall time a copy row's copies were under way (pf_busy), 0 for others. */
 struct pf_cell {
-    uint64_t calls, errors, bytes, ns;
+    uint64_t calls, errors, bytes, ns, busy;
 };
 
 /* The copy counters of all blocks, summed once for the report. */
@@ -28,6 +29,7 @@ extern struct pf_summary pf_sum;
 void pf_summary_gather(void);
 /* One counter as reported. */
 struct pf_cell pf_cell_of(const struct pf_counter *c);
+/* GB/s over the busy time where there is one, else over the time in the calls. */
 double pf_gbps(const struct pf_cell *c);
 double pf_per_gib(double seconds, unsigned long long bytes);
 /* Whether row (api a, direction d, path p) has a transfer rate, and its
@@ -35,6 +37,9 @@ double pf_per_gib(double seconds, unsigned long long bytes);
 int pf_has_rate(int a, int d, int p);
 const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
                       int p, const struct pf_cell *c);
+/* Its busy seconds (what the rate is over), likewise. */
+const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
+                         int p, const struct pf_cell *c);
 /* Sum of the copy rows that `keep` selects (with rated, only those with a
  * rate), and selectors. */
 struct pf_cell pf_total(int (*keep)(int a, int d, int m, int p), int rated);
@@ -46,7 +51,8 @@ int pf_staged_rows(int a, int d, int m, int p);
  * this run's own staging speed (rows with a rate, per direction) and CPU
  * per GiB staged: 0 when no direction had both. */
 int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *cpu_seconds);
-/* " at X GB/s" over the rows of a total that have a rate; "" when none has. */
+/* " at X GB/s" over the rows of a total that have a rate (their busy times
+ * summed: rows under way at once count their overlap twice); "" when none has. */
 const char *pf_at_rate(char *buf, size_t size, struct pf_cell c);
 
 /* A bounded buffer flushed with write(2): no stdio state, no allocation. */

@@ -1,4 +1,4 @@
-/* The report as JSON (schema pinfast-report/1.3, docs/report.md). */
+/* The report as JSON (schema pinfast-report/1.4, docs/report.md). */
 #include "report.h"
 #include "../base/options.h"
 
@@ -79,13 +79,13 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
                     char rate[32], busy[32];
                     pf_put(o,
                         "%s{\"api\":\"%s\",\"direction\":\"%s\",\"memory\":\"%s\",\"path\":\"%s\","
-                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,"
-                        "\"busy_seconds\":%s,\"gbps\":%s}",
+                        "\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,\"seconds\":%.9f,\"gbps\":%s,"
+                        "\"busy_seconds\":%s}",
                         sep, pf_copy_api_names[a], pf_dir_names[d], pf_mem_names[m], pf_path_names[p],
                         (unsigned long long)c->calls, (unsigned long long)c->errors,
                         (unsigned long long)c->bytes, (double)c->ns * 1e-9,
-                        pf_busy_text(busy, sizeof busy, "%.9f", "null", a, d, p, c),
-                        pf_rate_text(rate, sizeof rate, "%.3f", "null", a, d, p, c));
+                        pf_rate_text(rate, sizeof rate, "%.3f", "null", a, d, p, c),
+                        pf_busy_text(busy, sizeof busy, "%.9f", "null", a, d, p, c));
                     sep = ",\n";
                 }
     pf_put(o, "\n],\n\"allocations\":[");
@@ -116,11 +116,13 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
         "\"registrations\":{\"registered\":%llu,\"refused\":%llu,\"retired\":%llu,\"undone\":%llu,"
         "\"guarded\":%llu,\"handed\":%llu,\"over_cap\":%llu,\"copies\":%llu,\"bytes\":%llu,\"live\":%llu,"
         "\"live_bytes\":%llu,\"peak_bytes\":%llu,\"register_seconds\":%.6f,\"heap_blocks\":%llu,"
-        "\"heap_reused\":%llu,\"heap_released\":%llu,\"kept_bytes\":%llu,\"peak_kept_bytes\":%llu,",
+        "\"heap_reused\":%llu,\"heap_released\":%llu,\"kept_bytes\":%llu,\"peak_kept_bytes\":%llu,"
+        "\"forks\":%llu,\"fork_seconds\":%.6f,\"fork_registered_bytes\":%llu,",
         e->reg.registered, e->reg.refused, e->reg.retired, e->reg.undone, e->reg.guarded, e->reg.handed,
         e->reg.over_cap, e->reg.copies, e->reg.bytes, e->reg.live, e->reg.live_bytes, e->reg.peak_bytes,
         e->reg.register_seconds, e->reg.heap_blocks, e->reg.heap_reused, e->reg.heap_released,
-        e->reg.kept_bytes, e->reg.peak_kept_bytes);
+        e->reg.kept_bytes, e->reg.peak_kept_bytes, e->reg.forks, e->reg.fork_seconds,
+        e->reg.fork_registered_bytes);
     double saved, saved_cpu;
     if (pf_register_saved(e, &saved, &saved_cpu))
         pf_put(o, "\"saved_seconds\":%.6f,\"saved_cpu_seconds\":%.6f},\n", saved, saved_cpu);

@@ -108,6 +108,10 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
             e->reg.bytes / 1048576.0, e->reg.peak_bytes / 1048576.0, e->reg.register_seconds);
         if (pf_register_saved(e, &saved, &saved_cpu))
             pf_put(o, "; against this run's staging they saved %.3f s and %.3f s of CPU", saved, saved_cpu);
+        if (e->reg.forks && e->reg.fork_registered_bytes)
+            pf_put(o, "; %llu fork(s) took %.3f s with %.2f GiB registered (%.3f s per registered GiB at most)",
+                e->reg.forks, e->reg.fork_seconds, e->reg.fork_registered_bytes / 1073741824.0,
+                e->reg.fork_seconds / (e->reg.fork_registered_bytes / 1073741824.0));
         pf_put(o, "\n");
     }
     if (pl->hits + pl->misses)

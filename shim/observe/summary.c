@@ -15,7 +15,7 @@ static void sum_into(struct pf_cell *s, const struct pf_counter *c) {
 }
 
 struct pf_cell pf_cell_of(const struct pf_counter *c) {
-    struct pf_cell s = {0, 0, 0, 0};
+    struct pf_cell s = {0};
     sum_into(&s, c);
     s.ns = pf_ticks_to_ns(s.ns);
     return s;
@@ -36,21 +36,26 @@ static void sum_block(const struct pf_thread_counters *b) {
 }
 
 /* Ticks summed first, converted once per cell. */
-/* Ticks summed first, converted once per cell. */
 void pf_summary_gather(void) {
     memset(&pf_sum, 0, sizeof pf_sum);
     pf_counters_each(sum_block);
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
-                for (int p = 0; p < PF_PATH_COUNT; p++)
-                    pf_sum.copies[a][d][m][p].ns = pf_ticks_to_ns(pf_sum.copies[a][d][m][p].ns);
+                for (int p = 0; p < PF_PATH_COUNT; p++) {
+                    struct pf_cell *c = &pf_sum.copies[a][d][m][p];
+                    c->ns = pf_ticks_to_ns(c->ns);
+                    c->busy = pf_ticks_to_ns(pf_busy_ticks(&pf_busy[a][d][m][p]));
+                }
     for (int d = 0; d < PF_DIR_COUNT; d++)
         for (int k = 0; k < PF_SIZE_BUCKETS; k++)
             pf_sum.sizes[d][k].ns = pf_ticks_to_ns(pf_sum.sizes[d][k].ns);
 }
 
-double pf_gbps(const struct pf_cell *c) { return c->ns ? (double)c->bytes / (double)c->ns : 0.0; }
+double pf_gbps(const struct pf_cell *c) {
+    uint64_t ns = c->busy ? c->busy : c->ns;
+    return ns ? (double)c->bytes / (double)ns : 0.0;
+}
 
 double pf_per_gib(double seconds, unsigned long long bytes) {
     return bytes ? seconds / ((double)bytes / (1 << 30)) : 0.0;
@@ -83,10 +88,19 @@ const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *no
     return buf;
 }
 
+/* A row's busy seconds as printed, likewise. */
+const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
+                         int p, const struct pf_cell *c) {
+    if (!pf_has_rate(a, d, p))
+        return none;
+    snprintf(buf, size, fmt, (double)c->busy * 1e-9);
+    return buf;
+}
+
 /* Sum of the copy rows that `keep` selects; with rated, only rows that have
  * a transfer rate. */
 struct pf_cell pf_total(int (*keep)(int a, int d, int m, int p), int rated) {
-    struct pf_cell t = {0, 0, 0, 0};
+    struct pf_cell t = {0};
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
         for (int d = 0; d < PF_DIR_COUNT; d++)
             for (int m = 0; m < PF_MEM_COUNT; m++)
@@ -94,6 +108,7 @@ struct pf_cell pf_total(int (*keep)(int a, int d, int m, int p), int rated) {
                     if (keep(a, d, m, p) && (!rated || pf_has_rate(a, d, p))) {
                         const struct pf_cell c = pf_sum.copies[a][d][m][p];
                         t.calls += c.calls, t.errors += c.errors, t.bytes += c.bytes, t.ns += c.ns;
+                        t.busy += c.busy;
                     }
     return t;
 }
@@ -110,7 +125,7 @@ int pf_register_saved(const struct pf_engine_stats *e, double *seconds, double *
     double per_gib = pf_per_gib(e->cpu_seconds, e->bytes);
     *seconds = *cpu_seconds = 0;
     for (int d = PF_DIR_H2D; d <= PF_DIR_D2H; d++) {
-        struct pf_cell st = {0, 0, 0, 0}, rg = {0, 0, 0, 0}, *into[2] = {&st, &rg};
+        struct pf_cell st = {0}, rg = {0}, *into[2] = {&st, &rg};
         const int paths[2] = {PF_PATH_STAGED, PF_PATH_REGISTERED};
         for (int a = 0; a < PF_COPY_API_COUNT; a++)
             for (int m = 0; m < PF_MEM_COUNT; m++)

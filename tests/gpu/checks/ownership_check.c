@@ -76,9 +76,10 @@ static void verdict(const char *what, int bad, int all) {
 }
 
 /* ---- thread stacks, reused by the next thread ----------------------------------- */
-struct stack_arg { size_t n; unsigned seed; int bad; };
+struct stack_arg { size_t n; unsigned seed; int bad; CUcontext ctx; };
 static void *on_stack(void *v) {
     struct stack_arg *a = v;
+    CK(cuCtxSetCurrent(a->ctx));
     unsigned char *buf = alloca(a->n);
     fill(buf, a->n, a->seed);
     upload_often(buf, a->n);
@@ -96,7 +97,7 @@ static void stacks(size_t stack, size_t n, int threads, const char *what) {
         pthread_attr_init(&at);
         if (stack)
             pthread_attr_setstacksize(&at, stack);
-        struct stack_arg a = {n, (unsigned)t * 7 + 1, 0};
+        struct stack_arg a = {n, (unsigned)t * 7 + 1, 0, ctx};
         pthread_t th;
         pthread_create(&th, &at, (void *(*)(void *))(void *)on_stack, &a);
         pthread_join(th, NULL);
@@ -303,7 +304,10 @@ static void waits(size_t n) {
     CK(cuMemAlloc(&seen_dev, 4096));
     CK(cuStreamCreate(&ks, CU_STREAM_NON_BLOCKING));
     CK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
-    unsigned char small[4096];
+    unsigned char small[4096] = {0};
+    /* what a first small copy sets up (a bounce area) is not the operation's */
+    CK(cuMemcpyHtoDAsync(dev, small, sizeof small, other));
+    CK(cuStreamSynchronize(other));
     for (int op = 0; op < OP_COUNT; op++) {
         unsigned char *p = op == OP_MUNMAP ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
                                            : malloc(n);
