@@ -6,9 +6,11 @@
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
+#include "spawn.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +68,59 @@ static int child(void)
         fclose(f);
     }
     return 0;
+}
+
+/* ---- threads copying at once ("threads" mode) ----------------------------------- */
+#define COPIERS 8
+#define COPIES 16       /* each, of MiB: 128 MiB in all, past the advice's 64 */
+
+static struct drv td;
+static CUcontext tctx;
+static CUdeviceptr tdev;
+static pthread_barrier_t go;
+static double tend[COPIERS];
+
+static void *copier(void *arg)
+{
+    int k = (int)(long)arg;
+    unsigned char *h = malloc(MiB);
+    memset(h, k, MiB);
+    if (td.CtxSetCurrent(tctx))
+        return (void *)1;
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < COPIES; i++)
+        if (td.MemcpyHtoD(tdev + (CUdeviceptr)k * MiB, h, MiB))
+            return (void *)1;
+    tend[k] = t_now();
+    free(h);
+    return NULL;
+}
+
+/* COPIERS threads make synchronous 1 MiB H2D copies at once, the fake's
+ * slow; writes the wall time from their start to the last one's end to
+ * $PFT_SPAN_FILE. */
+static int threads(void)
+{
+    pthread_t t[COPIERS];
+    if (drv_load(&td, DRV_GPA, 0) || drv_context0(&td, &tctx) || td.MemAlloc(&tdev, COPIERS * MiB))
+        return 20;
+    pthread_barrier_init(&go, NULL, COPIERS + 1);
+    for (long k = 0; k < COPIERS; k++)
+        if (pthread_create(&t[k], NULL, copier, (void *)k))
+            return 21;
+    pthread_barrier_wait(&go);
+    double t0 = t_now(), last = 0;
+    void *r;
+    for (int k = 0; k < COPIERS; k++) {
+        if (pthread_join(t[k], &r) || r)
+            return 22;
+        last = tend[k] > last ? tend[k] : last;
+    }
+    FILE *f = fopen(getenv("PFT_SPAN_FILE"), "w");
+    if (!f)
+        return 23;
+    fprintf(f, "%.9f\n", last - t0);
+    return fclose(f) ? 24 : 0;
 }
 
 /* ---- spawning ------------------------------------------------------------------- */
@@ -151,14 +206,20 @@ static void check_rate(const struct rep_row *t)
 {
     int async = strstr(t->api, "Async") != NULL;
     if (async && strcmp(t->path, "staged")) {
-        if (t->gbps != -1)
-            fail_msg("%s %s: gbps %g where the report has no rate (null)", t->api, t->path, t->gbps);
+        if (t->gbps != -1 || t->busy_seconds != -1)
+            fail_msg("%s %s: gbps %g, busy %g s where the report has no rate (null)", t->api, t->path,
+                     t->gbps, t->busy_seconds);
         return;
     }
-    double want = t->seconds > 0 ? (double)t->bytes / t->seconds / 1e9 : 0;
+    /* one thread: its copies one after another, busy as long as inside them */
+    if (t->busy_seconds < 0 || t->busy_seconds > t->seconds + 1e-9 ||
+        t->busy_seconds < 0.999 * t->seconds - 1e-6)
+        fail_msg("%s %s: busy %g s, %g s inside the calls", t->api, t->path, t->busy_seconds,
+                 t->seconds);
+    double want = t->busy_seconds > 0 ? (double)t->bytes / t->busy_seconds / 1e9 : 0;
     double off = t->gbps > want ? t->gbps - want : want - t->gbps;
     if (t->gbps < 0 || off > 0.0005 + 1e-6 * want)
-        fail_msg("%s %s: gbps %g, bytes/seconds give %g", t->api, t->path, t->gbps, want);
+        fail_msg("%s %s: gbps %g, bytes/busy_seconds give %g", t->api, t->path, t->gbps, want);
 }
 
 struct want { const char *api, *direction, *memory; long calls, errors; long long bytes; };
@@ -310,6 +371,61 @@ static void test_bad_option_warns_once(void **s)
     assert_int_equal(named, 1);
 }
 
+/* Threads copying at once: the row's rate is over the wall time its copies
+ * were under way, not over their seconds summed (COPIERS times as long), and
+ * the advice quotes the same figure. */
+static void test_concurrent_rate(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char file[320], span_file[320], path[320];
+    snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/c-%%p.json", tmpdir);
+    snprintf(span_file, sizeof span_file, "PFT_SPAN_FILE=%s/span", tmpdir);
+    /* pass-through (never staged or registered), each call ~1 ms in the fake */
+    const char *set[] = { "PINFAST_STATS=json", file, span_file, "PINFAST_STAGE=0",
+                          "PINFAST_REGISTER=0", "FAKECUDA_DELAY_US=2000" };
+    char self[] = "/proc/self/exe", mode[] = "threads";
+    char *argv[] = { self, mode, NULL };
+    pid_t pid;
+    assert_int_equal(spawn_argv(argv, set, 6, NULL, 0, NULL, &pid), 0);
+    double span = 0;
+    FILE *f = fopen(span_file + strlen("PFT_SPAN_FILE="), "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%lf", &span), 1);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/c-%d.json", tmpdir, (int)pid);
+    struct report *r = calloc(1, sizeof *r);
+    if (report_read(path, r))
+        fail_msg("report %s: %s", path, r->err);
+    const struct rep_row *row = NULL;
+    for (int i = 0; i < r->nt; i++)
+        if (!strcmp(r->t[i].api, "cuMemcpyHtoD"))
+            row = &r->t[i];
+    assert_non_null(row);
+    assert_string_equal(row->path, "passthrough");
+    assert_int_equal(row->bytes, (long long)COPIERS * COPIES * MiB);
+    /* the copies overlapped: far more seconds inside the calls than wall time */
+    if (row->seconds < 2 * span)
+        fail_msg("%g s inside the calls in %g s: the copies did not overlap", row->seconds, span);
+    if (row->busy_seconds < 0.95 * span || row->busy_seconds > span * 1.001)
+        fail_msg("busy %g s; the copies were under way for %g s", row->busy_seconds, span);
+    /* to the report's three decimals */
+    double want = (double)row->bytes / span / 1e9;
+    if (row->gbps < want - 0.0005 || row->gbps > want / 0.95 + 0.0005)
+        fail_msg("%g GB/s; %lld bytes in %g s are %g", row->gbps, row->bytes, span, want);
+    /* the advice's figure, to its two decimals */
+    char *text = sp_slurp(path, NULL);
+    assert_non_null(text);
+    const char *at = strstr(text, "through the driver's own path at ");
+    double said = -1;
+    if (!at || sscanf(at, "through the driver's own path at %lf GB/s", &said) != 1 ||
+        said < row->gbps - 0.0051 || said > row->gbps + 0.0051)
+        fail_msg("the advice gives %g GB/s, the row %g:\n%s", said, row->gbps, text);
+    free(text);
+    free(r);
+}
+
 /* The lines of file that start with prefix. */
 static int count_lines(const char *file, const char *prefix)
 {
@@ -367,20 +483,22 @@ static void test_text_rates(void **s)
     char line[512];
     int dashes = 0, rates = 0;
     while (fgets(line, sizeof line, f)) {
-        char api[48], dir[8], mem[16], pth[16], rate[16];
+        char api[48], dir[8], mem[16], pth[16], busy[16], rate[16];
         unsigned long long calls, errors, bytes;
         double secs;
-        if (sscanf(line, "pinfast: %47s %7s %15s %15s %llu %llu %llu %lf %15s", api, dir, mem, pth,
-                   &calls, &errors, &bytes, &secs, rate) != 9 || !strcmp(dir, "-"))
+        if (sscanf(line, "pinfast: %47s %7s %15s %15s %llu %llu %llu %lf %15s %15s", api, dir, mem,
+                   pth, &calls, &errors, &bytes, &secs, busy, rate) != 10 || !strcmp(dir, "-"))
             continue;
         if (!strcmp(api, "cuMemcpyHtoDAsync")) {
+            assert_string_equal(busy, "-");
             assert_string_equal(rate, "-");
             dashes++;
         } else {
-            char *end;
+            char *end, *busy_end;
             strtod(rate, &end);
-            if (*end)
-                fail_msg("%s %s: GB/s \"%s\" is no number", api, pth, rate);
+            strtod(busy, &busy_end);
+            if (*end || *busy_end)
+                fail_msg("%s %s: busy s \"%s\", GB/s \"%s\": not numbers", api, pth, busy, rate);
             rates++;
         }
     }
@@ -476,6 +594,8 @@ int main(int argc, char **argv)
         return child();
     if (argc > 1 && strcmp(argv[1], "nocuda") == 0)
         return 0;
+    if (argc > 1 && strcmp(argv[1], "threads") == 0)
+        return threads();
     t_seed();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_exact),
@@ -484,6 +604,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_no_cuda_no_warning),
         cmocka_unit_test(test_plain_no_report),
         cmocka_unit_test(test_text_rates),
+        cmocka_unit_test(test_concurrent_rate),
         cmocka_unit_test(test_rank_and_host_in_names),
         cmocka_unit_test(test_bad_rank_warns_once),
     };

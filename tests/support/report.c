@@ -86,9 +86,22 @@ static int row_start(struct p *p)
     return lit(p, '{');
 }
 
+/* A number, or null (-1) */
+static int num_or_null(struct p *p, double *out)
+{
+    ws(p);
+    if (!strncmp(p->s, "null", 4)) {
+        p->s += 4;
+        *out = -1;
+        return 0;
+    }
+    return num(p, out);
+}
+
 static int transfer(struct p *p, struct rep_row *w)
 {
     double d;
+    w->busy_seconds = -1;
     if (row_start(p) || key(p, "api") || str(p, w->api, sizeof w->api) || lit(p, ',') ||
         key(p, "direction") || str(p, w->direction, sizeof w->direction) || lit(p, ',') ||
         key(p, "memory") || str(p, w->memory, sizeof w->memory) || lit(p, ',') ||
@@ -101,11 +114,9 @@ static int transfer(struct p *p, struct rep_row *w)
     if (lit(p, ',') || key(p, "bytes") || num(p, &d)) return -1;
     w->bytes = (long long)d;
     if (lit(p, ',') || key(p, "seconds") || num(p, &w->seconds)) return -1;
-    if (lit(p, ',') || key(p, "gbps")) return -1;
-    ws(p);
-    if (!strncmp(p->s, "null", 4)) /* 1.2: no transfer rate */
-        p->s += 4, w->gbps = -1;
-    else if (num(p, &w->gbps))
+    if (lit(p, ',') || key(p, "gbps") || num_or_null(p, &w->gbps)) return -1;
+    if (strcmp(p->r->schema, "pinfast-report/1.4") >= 0 &&
+        (lit(p, ',') || key(p, "busy_seconds") || num_or_null(p, &w->busy_seconds)))
         return -1;
     return lit(p, '}');
 }
@@ -179,18 +190,6 @@ static int pool(struct p *p, struct rep_pool *w)
         key(p, "sync_seconds") || num(p, &w->sync_seconds))
         return -1;
     return lit(p, '}');
-}
-
-/* A number, or null (-1) */
-static int num_or_null(struct p *p, double *out)
-{
-    ws(p);
-    if (!strncmp(p->s, "null", 4)) {
-        p->s += 4;
-        *out = -1;
-        return 0;
-    }
-    return num(p, out);
 }
 
 /* the "registrations" object after its key */

@@ -10,6 +10,7 @@ struct rep_row {
     long calls, errors;
     long long bytes;
     double seconds, gbps; /* gbps -1: null, the row has no transfer rate */
+    double busy_seconds;  /* 1.4: the wall time its copies were under way; -1: null */
 };
 struct rep_alloc {
     char api[48];

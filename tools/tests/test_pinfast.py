@@ -89,7 +89,7 @@ class Report(Base):
     def test_merge_exact(self):
         a, b = self.write("pf-100.json", A), self.write("pf-200.json", B)
         m = json.loads(self.ok("report", "--format", "json", a, b))
-        self.assertEqual(m["schema"], "pinfast-report/1.2")
+        self.assertEqual(m["schema"], "pinfast-report/1.4")
         self.assertEqual(m["pids"], [100, 200])
         self.assertEqual(m["wall_seconds"], 0.75)
         rows = {(r["api"], r["memory"]): r for r in m["transfers"]}
@@ -163,6 +163,26 @@ class Report(Base):
         self.assertRegex(out, r"D2H +3 +0 +3\.0 MiB +0\.501000 +1\.05 ")
         d = json.loads(self.ok("diff", "--format", "json", *files))
         self.assertIsNone({r["api"]: r for r in d["transfers"]}["cuMemcpyHtoDAsync"]["a"]["gbps"])
+
+    def test_rate_over_busy_time(self):
+        """1.4: a row's GB/s is over the wall time its copies were under way
+        (busy_seconds), not over the seconds its threads spent in the calls;
+        merged rows and totals add the busy times, and rows of earlier
+        reports count their seconds as theirs."""
+        c = dict(A, schema="pinfast-report/1.4",
+                 transfers=[dict(row("cuMemcpyHtoD", "H2D", "pageable", "staged", 8, 8 << 30, 8.0),
+                                 busy_seconds=1.0, gbps=round((8 << 30) / 1e9, 3))])
+        out = self.ok("report", self.write("c.json", c))
+        self.assertRegex(out, r"cuMemcpyHtoD +H2D +pageable +staged +8 +0 +8\.0 GiB +8\.000000 +8\.59\n")
+        self.assertRegex(out, r"H2D +8 +0 +8\.0 GiB +8\.000000 +8\.59 ")
+        # with A's 3 MiB in 0.25 s (1.x before 1.4: its seconds are its busy time)
+        m = json.loads(self.ok("report", "--format", "json", self.write("a.json", A),
+                               self.write("c2.json", c)))
+        h2d = [r for r in m["transfers"] if r["api"] == "cuMemcpyHtoD"][0]
+        self.assertEqual((h2d["seconds"], h2d["busy_seconds"]), (8.25, 1.25))
+        self.assertEqual(h2d["gbps"], round(((8 << 30) + (3 << 20)) / 1.25 / 1e9, 3))
+        again = json.loads(self.ok("report", "--format", "json", self.write("m.json", json.dumps(m))))
+        self.assertEqual(again["transfers"], m["transfers"])
 
     def test_per_rank_table(self):
         def rank_report(rank, host, pid, mib):
