@@ -426,6 +426,41 @@ static void test_concurrent_rate(void **s)
     free(r);
 }
 
+/* PINFAST_STATS_FILE=*.json without PINFAST_STATS: a JSON report, which
+ * `pinfast report` reads; PINFAST_STATS given decides, and other names get
+ * the default text. */
+static void test_json_file_name(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    static const struct { const char *stats, *name; int json; } cases[] = {
+        { NULL, "j-%d.json", 1 },
+        { NULL, "j-%d.JSON", 1 },
+        { "PINFAST_STATS=text", "j-%d.json", 0 },
+        { "PINFAST_STATS=json", "j-%d.txt", 1 },
+        { NULL, "j-%d.txt", 0 },
+        { NULL, "j-%d.json.txt", 0 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char file[400], name[64], path[400];
+        snprintf(name, sizeof name, cases[k].name, (int)k);
+        snprintf(file, sizeof file, "PINFAST_STATS_FILE=%s/%s", tmpdir, name);
+        const char *set[] = { file, cases[k].stats };
+        const char *drop[] = { "PINFAST_STATS" };
+        assert_int_equal(spawn(set, cases[k].stats ? 2 : 1, drop, 1, NULL, NULL), 0);
+        snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+        char *text = sp_slurp(path, NULL);
+        if (!text)
+            fail_msg("%s: no report", name);
+        int json = !strncmp(text, "{\"schema\":", 10);
+        if (json != cases[k].json || (!json && strncmp(text, "pinfast: transfer report", 24)))
+            fail_msg("%s with %s: %.60s...", name, cases[k].stats ? cases[k].stats : "no PINFAST_STATS",
+                     text);
+        free(text);
+    }
+}
+
 /* The lines of file that start with prefix. */
 static int count_lines(const char *file, const char *prefix)
 {
@@ -605,6 +640,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plain_no_report),
         cmocka_unit_test(test_text_rates),
         cmocka_unit_test(test_concurrent_rate),
+        cmocka_unit_test(test_json_file_name),
         cmocka_unit_test(test_rank_and_host_in_names),
         cmocka_unit_test(test_bad_rank_warns_once),
     };

@@ -39,7 +39,7 @@ static const struct option table[] = {
     {"PINFAST_DISABLE", K_BOOL, F(disable), "0", 0, 1, NULL,
      "1: pass every call through untouched, count nothing, print nothing"},
     {"PINFAST_STATS", K_ENUM, F(stats), "text", 0, 0, stats_names,
-     "exit report: off, text (a table) or json"},
+     "exit report: off, text (a table) or json; unset: json into a PINFAST_STATS_FILE named *.json"},
     {"PINFAST_STATS_FILE", K_STRING, F(stats_file), "", 0, 0, NULL,
      "write the exit report here instead of stderr; %p: pid, %r: rank, %h: host"},
     {"PINFAST_TRACE", K_STRING, F(trace), "", 0, 0, NULL,
@@ -90,12 +90,14 @@ struct pf_options pf_options_parsed;
 int pf_options_ready;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* The settings refused as they were parsed, warned about by pf_options_warn
- * (the value kept: the program may change its environment in between). */
+/* Each setting as the environment gave it: whether it did, and if its value
+ * was refused, why and the value, for pf_options_warn (kept: the program
+ * may change its environment in between). */
 static struct {
+    int given;
     const char *why;
     char value[64];
-} rejected[sizeof table / sizeof table[0]];
+} from_env[sizeof table / sizeof table[0]];
 
 static int parse_size(const char *s, long long *out) {
     char *end;
@@ -195,13 +197,14 @@ static void parse(void) {
             const char *s = getenv(o->name);
             if (!s)
                 continue;
+            from_env[i].given = 1;
             if (apply(o, s, &why) == 0) {
                 if (pass == 0)
                     pf_log_set_level(pf_options_parsed.log);
                 continue;
             }
-            rejected[i].why = why;
-            snprintf(rejected[i].value, sizeof rejected[i].value, "%s", s);
+            from_env[i].why = why;
+            snprintf(from_env[i].value, sizeof from_env[i].value, "%s", s);
             apply(o, o->def, &why);
         }
     }
@@ -217,9 +220,17 @@ const struct pf_options *pf_options_load(void) {
 void pf_options_warn(void) {
     pf_options();
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (rejected[i].why)
-            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, rejected[i].value,
-                   rejected[i].why, *table[i].def ? table[i].def : "(none)");
+        if (from_env[i].why)
+            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, from_env[i].value,
+                   from_env[i].why, *table[i].def ? table[i].def : "(none)");
+}
+
+int pf_options_given(const char *name) {
+    pf_options();
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (!strcmp(table[i].name, name))
+            return from_env[i].given;
+    return 0;
 }
 
 void pf_options_describe(int fd) {

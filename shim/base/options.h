@@ -52,6 +52,10 @@ static inline const struct pf_options *pf_options(void) {
  * says nothing; a forked child has had its parent's. */
 void pf_options_warn(void);
 
+/* Whether the environment set the setting `name` (PINFAST_...), valid or
+ * not, as the options were parsed. */
+int pf_options_given(const char *name);
+
 /* A file name from a setting: %p becomes the pid (each process of a
  * program writes its own), %r the launcher's rank (RANK,
  * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; x when none is set or it
