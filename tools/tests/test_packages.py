@@ -8,7 +8,10 @@ part of tools.pinfast (python3 -m unittest discover tools/tests).
   list and control fields, then the package unpacked and its pinfast run.
 - Wheel: `pip wheel --no-deps --no-build-isolation` of the checkout (the
   library only: PINFAST_TESTS and PINFAST_WORKLOADS are OFF in pyproject.toml),
-  installed into a fresh virtual environment, its pinfast run.
+  given its manylinux tag by packaging/manylinux, installed into a fresh
+  virtual environment, its pinfast run.
+- Both: the glibc they name (the .deb's libc6, the wheel's manylinux_x_y) is
+  the one tools/check-symbols finds the library needs.
 
 A tool that is missing (cpack, dpkg-deb, scikit-build-core that pip cannot
 install, offline) skips its test with the reason; a package that is wrong
@@ -30,6 +33,8 @@ SRC = os.path.normpath(os.path.join(HERE, "..", ".."))
 TOOL = os.path.join(SRC, "tools", "pinfast")
 WHEEL_PKG = os.path.join(SRC, "packaging", "wheel", "pinfast")
 SKIP_ALL = os.environ.get("PINFAST_SKIP_PACKAGES") == "1"
+CHECK_SYMBOLS = os.path.join(SRC, "tools", "check-symbols")
+MANYLINUX = os.path.join(SRC, "packaging", "manylinux")
 # the files every package ships besides the library and the command
 DOCS = ("README.md", "cli.md", "options.md", "report.md")
 
@@ -55,6 +60,13 @@ def build_dir():
     lib = os.environ.get("PINFAST_TEST_LIB")
     d = os.path.dirname(lib) if lib else os.path.join(SRC, "build")
     return d if os.path.isfile(os.path.join(d, "CPackConfig.cmake")) else None
+
+
+def glibc_needed(lib):
+    """The glibc x.y a library needs, as packaging/ computes it."""
+    p = sh(CHECK_SYMBOLS, "--glibc", lib)
+    assert p.returncode == 0, tail(p)
+    return p.stdout.strip()
 
 
 def is_elf(path):
@@ -167,7 +179,9 @@ class Deb(Base):
         p = sh("dpkg-deb", "-f", deb, "Package", "Version", "Depends")
         self.assertEqual(p.returncode, 0, tail(p))
         self.assertIn("Package: pinfast", p.stdout)
-        self.assertIn("python3", p.stdout)
+        # libc6 from the newest glibc symbol version the library references, nothing more
+        glibc = glibc_needed(os.path.join(build, "libpinfast.so"))
+        self.assertIn(f"\nDepends: python3 (>= 3.9), libc6 (>= {glibc})\n", "\n" + p.stdout)
 
         p = sh("dpkg-deb", "-c", deb)
         self.assertEqual(p.returncode, 0, tail(p))
@@ -219,10 +233,22 @@ class Wheel(Base):
         self.assertEqual(p.returncode, 0, tail(p, 60))
         wheels = glob.glob(os.path.join(dist, "pinfast-*.whl"))
         self.assertEqual(len(wheels), 1, os.listdir(dist))
-        wheel = wheels[0]
-        self.assertRegex(os.path.basename(wheel), r"^pinfast-[0-9.]+-py3-none-linux_\w+\.whl$")
+        self.assertRegex(os.path.basename(wheels[0]), r"^pinfast-[0-9.]+-py3-none-linux_\w+\.whl$")
+        # the manylinux tag the library's symbols justify, the recipe's second step
+        p = sh(MANYLINUX, wheels[0])
+        self.assertEqual(p.returncode, 0, tail(p))
+        wheel = p.stdout.strip()
+        self.assertEqual(glob.glob(os.path.join(dist, "pinfast-*.whl")), [wheel])
         with zipfile.ZipFile(wheel) as z:
             names = z.namelist()
+            lib = os.path.join(self.dir, "libpinfast.so")
+            with open(lib, "wb") as f:
+                f.write(z.read("pinfast/lib/libpinfast.so"))
+            tag = "py3-none-manylinux_%s_%s" % (glibc_needed(lib).replace(".", "_"),
+                                                sysconfig.get_platform().split("-")[-1])
+            self.assertTrue(wheel.endswith(f"-{tag}.whl"), wheel)
+            wheel_file = [n for n in names if n.endswith(".dist-info/WHEEL")]
+            self.assertIn(f"\nTag: {tag}\n", z.read(wheel_file[0]).decode())
             entry = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
             self.assertEqual(len(entry), 1, names)
             self.assertIn("pinfast = pinfast:main", z.read(entry[0]).decode())
