@@ -327,8 +327,8 @@ int pf_register_handed_flags(uintptr_t p, unsigned *flags) {
     pf_heap_lock();
     struct pf_block *b = pf_heap_find(p);
     int handed = b && b->handed && p - b->hand_lo < b->hand_len;
-    if (handed)
-        *flags = b->hand_flags;
+    if (handed) /* the driver reports every registration mapped (unified addressing) */
+        *flags = b->hand_flags | CU_MEMHOSTREGISTER_DEVICEMAP;
     pf_heap_unlock();
     return handed;
 }

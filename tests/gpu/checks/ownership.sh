@@ -21,9 +21,11 @@ run() { # name, args...
     echo "== $name: plain | pinfast"
     paste -d'|' "$OUT/$name-plain.log" "$OUT/$name-pinfast.log" | sed 's/|/\n    pinfast: /'
     # the same lines; waits: where plain takes under 10 ms and its kernel
-    # sees the flag, so must pinfast (plain's own device-wide waits aside)
+    # sees the flag, so must pinfast (plain's own device-wide waits aside);
+    # fork may take longer (the kernel copies registered pages for the
+    # child: the report gives that time) but never waits for the device
     if [ "$name" = waits ]; then
-        if paste -d'|' "$OUT/$name-plain.log" "$OUT/$name-pinfast.log" |
+        if paste -d'|' "$OUT/$name-plain.log" "$OUT/$name-pinfast.log" | sed '/^fork /s/10 ms OR MORE/under 10 ms/' |
             grep -E 'under 10 ms, the kernel saw[^|]*\|' | grep -Eq '\|.*(OR MORE|did NOT)'; then
             echo "   ADDED A WAIT"
             rc=1
