@@ -192,12 +192,12 @@ class Report(Base):
                  self.write("r0.json", rank_report(0, "node-a", 200, 1)),
                  self.write("rx.json", rank_report(None, "node-a", 100, 4))]
         out = self.ok("report", *files)
-        table = out[out.index("Per rank"):out.index("Transfers")]
-        lines = [line.split() for line in table.splitlines()[3:] if line.strip()]
+        lines = rank_rows(out)
         self.assertEqual([line[:3] for line in lines],
                          [["0", "node-a", "200"], ["1", "node-b", "300"], ["-", "node-a", "100"]])
         self.assertEqual(lines[1][5:7], ["2.0", "MiB"])  # rank 1's H2D
-        self.assertEqual(lines[1][-1], "100.0%")         # all staged
+        self.assertEqual(lines[1][10], "100.0%")         # all staged
+        self.assertEqual(lines[1][11:], ["-", "-", "-"])  # no staging section: threads etc. unknown
         merged = self.ok("report", "--format", "json", *files)
         m = json.loads(merged)
         self.assertEqual([p["rank"] for p in m["processes"]], [1, 0, None])
@@ -209,6 +209,55 @@ class Report(Base):
         self.assertEqual(again[again.index("Per rank"):], out[out.index("Per rank"):])
         # one process: no per-rank table
         self.assertNotIn("Per rank", self.ok("report", files[0]))
+
+    def test_per_rank_node_use_and_sums(self):
+        """The table by rank: each process's staging threads, pinned staging
+        memory and registered peak; sums per host (several hosts) and over
+        all; the ranks missing from the run, and a rank reported twice."""
+        def rank_report(rank, host, pid, threads, pinned_mib):
+            return dict(A, schema="pinfast-report/1.3", pid=pid, rank=rank, host=host,
+                        transfers=[row("cuMemcpyHtoDAsync", "H2D", "pageable", "staged", 57,
+                                       900 << 20, 0.181)],
+                        staging={"copies": 57, "bytes": 900 << 20, "pinned_bytes": pinned_mib << 20,
+                                 "contexts": 1, "threads": threads},
+                        registrations={"peak_bytes": 64 << 20, "live": 0})
+        files = [self.write("r0.json", rank_report(0, "node-a", 10, 12, 128)),
+                 self.write("r1.json", rank_report(1, "node-a", 11, 12, 128)),
+                 self.write("r3.json", rank_report(3, "node-b", 13, 6, 64)),
+                 self.write("r3b.json", rank_report(3, "node-b", 14, 6, 64))]
+        out = self.ok("report", *files)
+        lines = rank_rows(out)
+        self.assertEqual([line[:3] for line in lines],
+                         [["0", "node-a", "10"], ["1", "node-a", "11"], ["3", "node-b", "13"],
+                          ["3", "node-b", "14"]])
+        self.assertEqual(lines[0][11:], ["12", "128.0", "MiB", "64.0", "MiB"])
+        sums = rank_rows(out, sums=True)
+        self.assertEqual(sums[0][:4] + sums[0][6:8] + sums[0][12:], ["host", "node-a", "2", "procs",
+                         "1.8", "GiB", "24", "256.0", "MiB", "128.0", "MiB"])
+        self.assertEqual(sums[1][:4] + sums[1][12:], ["host", "node-b", "2", "procs",
+                                                      "12", "128.0", "MiB", "128.0", "MiB"])
+        self.assertEqual(sums[2][:3] + sums[2][4:8] + sums[2][11:],
+                         ["all", "4", "procs", "228", "3.5", "GiB", "0", "36", "384.0", "MiB",
+                          "256.0", "MiB"])
+        self.assertIn("\nno report from rank 2 (ranks up to 3 reported)\n", out)
+        self.assertIn("\nrank 3: 2 reports (pids 13, 14): several runs merged?\n", out)
+        # one host: no rows per host, the sums over all
+        one = rank_rows(self.ok("report", *files[:2]), sums=True)
+        self.assertEqual([line[:3] for line in one], [["all", "2", "procs"]])
+        self.assertNotIn("no report from", self.ok("report", *files[:2]))
+        # kept in the merged JSON, and read back the same
+        merged = self.ok("report", "--format", "json", *files)
+        procs = json.loads(merged)["processes"]
+        self.assertEqual([(p["rank"], p["threads"], p["pinned_bytes"], p["registered_peak_bytes"])
+                          for p in procs],
+                         [(0, 12, 128 << 20, 64 << 20), (1, 12, 128 << 20, 64 << 20),
+                          (3, 6, 64 << 20, 64 << 20), (3, 6, 64 << 20, 64 << 20)])
+        again = self.ok("report", self.write("m.json", merged))
+        self.assertEqual(again[again.index("Per rank"):again.index("Transfers")],
+                         out[out.index("Per rank"):out.index("Transfers")])
+        md = self.ok("report", "--format", "markdown", *files)
+        self.assertIn("| all |  | 4 procs | 0.500 | 228 | 3.5 GiB | 0 B |", md)
+        self.assertIn("| threads | pinned | reg. peak |", md)
 
     def test_minimal_report(self):
         out = self.ok("report", self.write("m.json", {"schema": "pinfast-report/1"}))
@@ -231,6 +280,15 @@ class Report(Base):
         p = tool("report", os.path.join(self.dir, "missing.json"))
         self.assertEqual(p.returncode, 2)
         self.assertTrue(p.stderr.startswith("pinfast: error: "))
+
+
+def rank_rows(out, sums=False):
+    """The split lines of the text table by rank: the processes' rows, or
+    with sums the rows after the rule (per host, all)."""
+    lines = out[out.index("Per rank"):out.index("Transfers")].splitlines()[3:]
+    rule = next(i for i, line in enumerate(lines) if line.startswith("--"))
+    rows = lines[rule + 1:] if sums else lines[:rule]
+    return [line.split() for line in rows if line.strip() and not line.startswith(("no report", "rank "))]
 
 
 class Diff(Base):
