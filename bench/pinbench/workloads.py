@@ -28,6 +28,8 @@ _SWEEP_QUICK = ("--max-size", "64M", "--budget", "64M", "--max-reps", "20")
 _PIPE_QUICK = ("--batch-bytes", "4M", "--batches", "16", "--reps", "2")
 _BIDIR_QUICK = ("--bytes", "64M", "--iters", "4", "--reps", "2")
 _MULTIGPU_QUICK = ("--sizes", "1M,64M", "--batch", "64M", "--reps", "3")
+# node: every visible GPU, new and repeated buffers; full: 1M, 256M, 1G
+_NODE_QUICK = ("--sizes", "1M,256M", "--reps", "3")
 
 # Real programs first: what a user runs (issue: real training and inference
 # loops); the micro workloads follow.
@@ -68,6 +70,9 @@ WORKLOADS = [
     Workload("multigpu", "cuda", _MULTIGPU_QUICK, est_s=15, est_quick_s=4),
     Workload("multigpu_procs", "cuda", _MULTIGPU_QUICK + ("--procs",), ("--procs",), est_s=15,
              est_quick_s=5, target="multigpu"),
+    Workload("node", "cuda", _NODE_QUICK, est_s=12, est_quick_s=6),
+    Workload("node_procs", "cuda", _NODE_QUICK + ("--procs",), ("--procs",), est_s=14, est_quick_s=7,
+             target="node"),
     Workload("torch_copy", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
     Workload("torch_expandable", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
     Workload("tensor_batch", "py", ("--count", "256", "--reps", "3"), est_s=10, est_quick_s=6),
