@@ -91,11 +91,32 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
                     rec["losses_match"] = all(stats.losses_match(ref_losses, m.get("losses")) for m in ms)
                     if not rec["losses_match"]:
                         problems.append("MISMATCH %s %s %s: losses differ from plain's" % (wl, k[0], v))
+                if first.get("loss_hash") is not None:
+                    bitwise(rec, table[k], ms, v, problems, wl, k[0])
                 rec["params"] = params.get(v, {})
                 if extra:
                     rec.update(extra)
                 records.append(rec)
     return records, problems, skipped
+
+
+def bitwise(rec, variants, ms, v, problems, wl, name):
+    """A workload that hashes its losses (ddp_train): each run's hash, and
+    whether all are plain's. pinfast must give bitwise plain's losses (a
+    problem otherwise); plain's own runs must agree, or the check says
+    nothing (a problem of the workload: it is not deterministic)."""
+    rec["loss_hashes"] = [m.get("loss_hash") for m in ms]
+    plain = {m.get("loss_hash") for m in variants.get("plain", [])}
+    if len(plain) != 1:
+        rec["loss_hash_match"] = None
+        if v == "plain" and plain:
+            problems.append("NONDETERMINISTIC %s %s: plain's runs hash their losses %d ways"
+                            % (wl, name, len(plain)))
+        return
+    rec["loss_hash_match"] = set(rec["loss_hashes"]) == plain
+    if v == "pinfast" and not rec["loss_hash_match"]:
+        problems.append("MISMATCH %s %s pinfast: losses not bitwise plain's (hash %s, plain %s)"
+                        % (wl, name, ",".join(map(str, rec["loss_hashes"])), plain.pop()))
 
 
 def slower_records(records):
@@ -157,7 +178,8 @@ def markdown_table(records, problems=(), skipped=None):
             marks.append("**SLOWER**")
         elif pf and pf.get("within_noise"):
             marks.append("within noise")
-        if any(v.get("losses_match") is False for v in vs.values()):
+        if any(v.get("losses_match") is False for v in vs.values()) or \
+                (pf and pf.get("loss_hash_match") is False):
             marks.append("**MISMATCH**")
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             wl, name, direction or "", fmt_size(nbytes), fmt_value(vs.get("plain")), fmt_value(pf),

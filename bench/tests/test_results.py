@@ -100,6 +100,35 @@ class TestAggregate(unittest.TestCase):
         self.assertAlmostEqual(by["plain"]["rate"], 256.0)
         self.assertIn("MISMATCH", results.markdown_table(recs))
 
+    def test_loss_hash_bitwise_with_plain(self):
+        """ddp_train hashes its losses: pinfast must hash as plain does in
+        every run; pinned is recorded, not judged; plain's runs must agree."""
+        def dt(variant, k, h):
+            return run("ddp_train", variant, k,
+                       [meas("step", "H2D", 100, 0.05, unit="samples", items=384, rate=7680,
+                             losses=[2.3, 2.2], loss_hash=h)])
+        runs = [dt("plain", 0, "aa"), dt("pinfast", 0, "aa"), dt("pinned", 0, "cc"),
+                dt("plain", 1, "aa"), dt("pinfast", 1, "aa"), dt("pinned", 1, "aa")]
+        recs, problems, _ = results.aggregate(runs, "m", "d")
+        by = {r["variant"]: r for r in recs}
+        self.assertEqual(problems, [])
+        self.assertEqual(by["pinfast"]["loss_hashes"], ["aa", "aa"])
+        self.assertTrue(by["pinfast"]["loss_hash_match"])
+        self.assertFalse(by["pinned"]["loss_hash_match"])
+        self.assertNotIn("MISMATCH", results.markdown_table(recs))
+        # one pinfast run differs: a problem and a mark
+        runs[4] = dt("pinfast", 1, "ab")
+        recs, problems, _ = results.aggregate(runs, "m", "d")
+        self.assertEqual(problems, ["MISMATCH ddp_train step pinfast: losses not bitwise plain's "
+                                    "(hash aa,ab, plain aa)"])
+        self.assertIn("**MISMATCH**", results.markdown_table(recs))
+        # plain's own runs differ: the check says nothing, the workload is at fault
+        runs[3] = dt("plain", 1, "ba")
+        recs, problems, _ = results.aggregate(runs, "m", "d")
+        self.assertIsNone({r["variant"]: r for r in recs}["pinfast"]["loss_hash_match"])
+        self.assertEqual(problems, ["NONDETERMINISTIC ddp_train step: plain's runs hash their "
+                                    "losses 2 ways"])
+
     def test_measurements_keyed_by_name_direction_bytes(self):
         runs = [run("small", "plain", 0, [meas("h2d_sync", "H2D", 4, 1e-5), meas("h2d_sync", "H2D", 64, 2e-5)]),
                 run("small", "pinfast", 0, [meas("h2d_sync", "H2D", 64, 1e-5), meas("h2d_sync", "H2D", 4, 1e-5)])]
