@@ -43,7 +43,8 @@ def args():
     ap.add_argument("--model", default="resnet18", choices=("resnet18", "cnn"))
     ap.add_argument("--blocking", action="store_true", help=".cuda() without non_blocking")
     ap.add_argument("--pinned", action="store_true", help="pin_memory=True in the DataLoader")
-    ap.add_argument("--timeout", default=240, type=float, help="seconds before torchrun is stopped")
+    ap.add_argument("--timeout", default=170, type=float,
+                    help="seconds before torchrun is stopped (below the harness's limit for a run)")
     ap.add_argument("--cpu", action="store_true",
                     help="no GPU: gloo between ranks on the CPU (--gpus ranks, default 2), for tests")
     return ap.parse_args()
@@ -62,6 +63,18 @@ def gpu_count():
         return 0
 
 
+def die_with_parent():
+    """In torchrun, before it runs: a SIGTERM when this launcher dies (the
+    harness kills it at its time limit), which torchrun passes on to its
+    workers, so that no rank is left holding a GPU."""
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def launch(a):
     """Starts torchrun on this script and passes on rank 0's JSON line."""
     if importlib.util.find_spec("torch") is None:
@@ -74,15 +87,21 @@ def launch(a):
     # cuBLAS's deterministic workspace (torch.use_deterministic_algorithms)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, preexec_fn=die_with_parent)
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env, timeout=a.timeout)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        sys.stdout.write(out)
+        out, _ = p.communicate(timeout=a.timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # torchrun stops its workers
+        try:
+            out, _ = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        sys.stderr.write(out or "")
         print("ddp_train: torchrun ran past %gs" % a.timeout, file=sys.stderr)
         sys.exit(124)
     line = None
-    for text in p.stdout.splitlines():
+    for text in out.splitlines():
         if text.startswith("{") and '"workload"' in text:
             line = text
         else:
