@@ -199,17 +199,25 @@ static int registrations(struct p *p, struct rep_registrations *w)
     return lit(p, '{') ||
         count(p, "registered", &w->registered) || lit(p, ',') ||
         count(p, "refused", &w->refused) || lit(p, ',') ||
-        count(p, "dropped", &w->dropped) || lit(p, ',') ||
-        count(p, "evicted", &w->evicted) || lit(p, ',') ||
+        count(p, "retired", &w->retired) || lit(p, ',') ||
+        count(p, "undone", &w->undone) || lit(p, ',') ||
         count(p, "guarded", &w->guarded) || lit(p, ',') ||
-        count(p, "deferred", &w->deferred) || lit(p, ',') ||
+        count(p, "handed", &w->handed) || lit(p, ',') ||
+        count(p, "over_cap", &w->over_cap) || lit(p, ',') ||
         count(p, "copies", &w->copies) || lit(p, ',') ||
         count(p, "bytes", &w->bytes) || lit(p, ',') ||
         count(p, "live", &w->live) || lit(p, ',') ||
         count(p, "live_bytes", &w->live_bytes) || lit(p, ',') ||
         count(p, "peak_bytes", &w->peak_bytes) || lit(p, ',') ||
         key(p, "register_seconds") || num(p, &w->register_seconds) || lit(p, ',') ||
-        count(p, "spanned", &w->spanned) || lit(p, ',') ||
+        count(p, "heap_blocks", &w->heap_blocks) || lit(p, ',') ||
+        count(p, "heap_reused", &w->heap_reused) || lit(p, ',') ||
+        count(p, "heap_released", &w->heap_released) || lit(p, ',') ||
+        count(p, "kept_bytes", &w->kept_bytes) || lit(p, ',') ||
+        count(p, "peak_kept_bytes", &w->peak_kept_bytes) || lit(p, ',') ||
+        count(p, "forks", &w->forks) || lit(p, ',') ||
+        key(p, "fork_seconds") || num(p, &w->fork_seconds) || lit(p, ',') ||
+        count(p, "fork_registered_bytes", &w->fork_registered_bytes) || lit(p, ',') ||
         key(p, "saved_seconds") || num_or_null(p, &w->saved_seconds) || lit(p, ',') ||
         key(p, "saved_cpu_seconds") || num_or_null(p, &w->saved_cpu_seconds) || lit(p, '}') ? -1 : 0;
 }
