@@ -501,11 +501,14 @@ static void test_no_cuda_no_warning(void **s)
     char *exit_argv[] = { self, mode, NULL };
     assert_int_equal(spawn_argv(exit_argv, set, 3, NULL, 0, err, NULL), 0);
     assert_int_equal(count_lines(err, "pinfast:"), 0);
-    /* the same settings, with CUDA calls: one warning each */
+    /* the same settings, with CUDA calls: one warning each; none when disabled */
     assert_int_equal(spawn(set, 3, NULL, 0, err, NULL), 0);
     assert_int_equal(count_lines(err, "pinfast: warning: PINFAST_CHUNK=bogus"), 1);
     assert_int_equal(count_lines(err, "pinfast: warning: PINFAST_THREADS=999"), 1);
     assert_int_equal(count_lines(err, "pinfast:"), 2);
+    const char *disabled[] = { set[0], set[1], set[2], "PINFAST_DISABLE=1" };
+    assert_int_equal(spawn(disabled, 4, NULL, 0, err, NULL), 0);
+    assert_int_equal(count_lines(err, "pinfast:"), 0);
 }
 
 /* The text report's GB/s column: a dash for the asynchronous pass-through

@@ -218,7 +218,9 @@ const struct pf_options *pf_options_load(void) {
 }
 
 void pf_options_warn(void) {
-    pf_options();
+    /* PINFAST_DISABLE=1 prints nothing */
+    if (pf_options()->disable)
+        return;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (from_env[i].why)
             pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, from_env[i].value,
