@@ -47,9 +47,10 @@ static inline const struct pf_options *pf_options(void) {
 }
 
 /* Warns about the settings refused (a value not allowed: its default is
- * used), unless PINFAST_DISABLE=1.  Called once, at the process's first CUDA call (driver.c), so
- * that a process that makes none (a shell, a compiler under LD_PRELOAD)
- * says nothing; a forked child has had its parent's. */
+ * used), unless PINFAST_DISABLE=1.  Called once, at the process's first
+ * CUDA call (driver.c), so that a process that makes none (a shell, a
+ * compiler under LD_PRELOAD) says nothing; a forked child has had its
+ * parent's. */
 void pf_options_warn(void);
 
 /* Whether the environment set the setting `name` (PINFAST_...), valid or
