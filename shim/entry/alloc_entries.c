@@ -125,7 +125,9 @@ static CUresult host_unregister(enum pf_symbol sym, void *p) {
     CUresult r;
     if (pf_register_program_undo(p, &r))
         return r;
-    return PF_PASS(sym, cuMemHostUnregister, p);
+    r = PF_PASS(sym, cuMemHostUnregister, p);
+    pf_register_program_undone(p, r);
+    return r;
 }
 
 #define WRAP_HOST_UNREGISTER(family, ptds, sym)                                \

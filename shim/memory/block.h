@@ -34,6 +34,7 @@ struct pf_block {
     uint8_t thp;          /* the program advised huge pages on it, or against */
     uint8_t handed;       /* LIVE: the program's cuMemHostRegister of [hand_lo, hand_lo + hand_len) was answered from it */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
+    uint8_t undoing;      /* its registration is being undone: no copy takes it, no other undo */
     int refs;             /* copies through its registration under way, and its registering */
     unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen */
     unsigned settles;     /* KEPT and registered: settles seen since */
@@ -41,7 +42,8 @@ struct pf_block {
     uintptr_t hand_lo;
     size_t hand_len;
     uint64_t kept_at;     /* when kept (the oldest goes first) */
-    uint32_t prev, next;  /* the kept list, by index + 1 */
+    uint32_t prev, next;  /* the kept list, oldest first, by index + 1 */
+    uint32_t cprev, cnext; /* the kept blocks of its size class */
     CUcontext ctx;        /* the context its registration was made in */
 };
 

@@ -40,6 +40,7 @@ static uint32_t *unit_map;           /* per unit: the record holding it, index +
 static struct extent { uint32_t at, len; } *extents; /* free units, in address order */
 static size_t nextents, nunits;
 static uint32_t kept_head, kept_tail; /* oldest first, index + 1 */
+static uint32_t classes[64];          /* kept blocks by log2 of their size, index + 1 */
 static size_t keep_cap;
 static uint64_t kept_clock;
 static struct pf_heap_stats stats;
@@ -156,7 +157,15 @@ struct pf_block *pf_heap_blocks(size_t *n) {
 
 static uint32_t index_of(const struct pf_block *b) { return (uint32_t)(b - blocks) + 1; }
 
+static unsigned class_of(size_t n) { return 63u - (unsigned)__builtin_clzll(n); }
+
 static void kept_push(struct pf_block *b) {
+    uint32_t *c = &classes[class_of(b->size)];
+    b->cprev = 0;
+    b->cnext = *c;
+    if (*c)
+        blocks[*c - 1].cprev = index_of(b);
+    *c = index_of(b);
     b->kept_at = ++kept_clock;
     b->prev = kept_tail;
     b->next = 0;
@@ -170,6 +179,13 @@ static void kept_push(struct pf_block *b) {
 }
 
 static void kept_pull(struct pf_block *b) {
+    if (b->cprev)
+        blocks[b->cprev - 1].cnext = b->cnext;
+    else
+        classes[class_of(b->size)] = b->cnext;
+    if (b->cnext)
+        blocks[b->cnext - 1].cprev = b->cprev;
+    b->cprev = b->cnext = 0;
     if (b->prev)
         blocks[b->prev - 1].next = b->next;
     else
@@ -207,17 +223,24 @@ static void header(const struct pf_block *b) {
     h[-1] = (b->size - b->user_off + HEADER) | IS_MMAPPED;
 }
 
-/* The kept block that fits n bytes at offset off best (a registered one
- * first), or NULL (lock held). */
+static int reg_kept(const struct pf_block *b) { return b && (b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING); }
+
+/* The kept block that fits n bytes best (a registered one first, then the
+ * smallest), at most a quarter larger than `need`: of need's size class or
+ * the next; NULL when none (lock held). */
 static struct pf_block *fitting(size_t need, size_t n, size_t align) {
     struct pf_block *best = NULL;
-    for (uint32_t i = kept_head; i; i = blocks[i - 1].next) {
-        struct pf_block *b = &blocks[i - 1];
-        if (b->size - b->user_off < n || b->size > need + need / 4 || b->user_off % align)
-            continue;
-        int reg = b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING, best_reg = best && (best->reg == PF_REG_LIVE || best->reg == PF_REG_MAKING);
-        if (!best || reg > best_reg || (reg == best_reg && b->size < best->size))
-            best = b;
+    for (unsigned c = class_of(need); c <= class_of(need) + 1 && c < 64; c++) {
+        for (uint32_t i = classes[c]; i; i = blocks[i - 1].cnext) {
+            struct pf_block *b = &blocks[i - 1];
+            if (b->size - b->user_off < n || b->size > need + need / 4 || b->user_off % align)
+                continue;
+            int reg = reg_kept(b), best_reg = reg_kept(best);
+            if (!best || reg > best_reg || (reg == best_reg && b->size < best->size))
+                best = b;
+            if (reg && b->size == need) /* none fits better */
+                return best;
+        }
     }
     return best;
 }
@@ -292,17 +315,14 @@ void pf_heap_free(void *p) {
     case PF_REG_STALE: case PF_REG_PROGRAM: /* pages the driver still holds */
         b->state = PF_BLOCK_HELD;
         break;
-    case PF_REG_DUE:
-        b->reg = PF_REG_NONE;
-        /* fall through */
-    default:
+    default: /* one due is registered kept: the next fitting malloc gets it warm */
         b->state = PF_BLOCK_KEPT;
         b->handed = 0;
         stats.kept_blocks++;
         kept_push(b);
         /* warm blocks within PINFAST_HEAP_KEEP, the oldest given back first */
         size_t bytes = 0;
-        for (uint32_t i = kept_head; i; i = blocks[i - 1].next)
+        for (uint32_t i = stats.kept_bytes > keep_cap ? kept_head : 0; i; i = blocks[i - 1].next)
             bytes += warm(&blocks[i - 1]) ? blocks[i - 1].size : 0;
         for (uint32_t i = kept_head; i && bytes > keep_cap;) {
             struct pf_block *o = &blocks[i - 1];

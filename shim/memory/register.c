@@ -91,11 +91,13 @@ static CUresult driver(struct pf_block *b, int reg) {
 /* Undoes b's registration once the copies through it ended (lock held;
  * dropped meanwhile). */
 static void undo(struct pf_block *b) {
-    while (b->reg == PF_REG_MAKING || b->refs)
+    while (b->reg == PF_REG_MAKING || b->refs || b->undoing)
         pf_heap_wait(&released);
     if (!holds(b->reg))
         return;
+    b->undoing = 1;
     CUresult r = driver(b, 0);
+    b->undoing = 0;
     if (r != CUDA_SUCCESS)
         pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", b->reg_len, (void *)b->base, (int)r);
     stats.undone++;
@@ -192,7 +194,7 @@ static struct pf_block *block_of(const void *p, size_t n) {
 /* Whether b's registration holds [p, p+n): a block grown in place since
  * holds more than it (lock held). */
 static int registered(const struct pf_block *b, const void *p, size_t n) {
-    return b->reg == PF_REG_LIVE && (uintptr_t)p + n <= b->base + b->reg_len;
+    return b->reg == PF_REG_LIVE && !b->undoing && (uintptr_t)p + n <= b->base + b->reg_len;
 }
 
 static int hold(struct pf_block *b, const void *host, size_t n, struct pf_hold *h) {
@@ -406,6 +408,19 @@ int pf_register_program_undo(void *p, CUresult *r) {
     return answered;
 }
 
+void pf_register_program_undone(void *p, CUresult r) {
+    if (r != CUDA_SUCCESS || !pf_heap_owns(p))
+        return;
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    if (b && b->reg == PF_REG_PROGRAM) { /* pinfast's again; a freed one goes back */
+        set_reg(b, PF_REG_NONE);
+        if (b->state == PF_BLOCK_HELD)
+            pf_heap_release(b);
+    }
+    pf_heap_unlock();
+}
+
 /* A block to undo at a settle: retired, or kept unused since the previous
  * settle (lock held). */
 static struct pf_block *settling(void) {
@@ -508,6 +523,7 @@ void pf_register_forked(void) {
     for (size_t i = 0; i < n; i++) {
         all[i].refs = 0;
         all[i].handed = 0;
+        all[i].undoing = 0;
         set_reg(&all[i], PF_REG_NONE);
         if (all[i].state == PF_BLOCK_HELD)
             pf_heap_release(&all[i]);

@@ -78,8 +78,10 @@ int pf_register_handed_flags(uintptr_t p, unsigned *flags);
  * pf_register_program_result(p, n, r) follows. */
 int pf_register_program(void *p, size_t n, unsigned flags, CUresult *r);
 void pf_register_program_result(void *p, size_t n, CUresult r);
-/* The program's cuMemHostUnregister(p): 1 when answered here (*r). */
+/* The program's cuMemHostUnregister(p): 1 when answered here (*r); else
+ * the driver's answer r follows to pf_register_program_undone. */
 int pf_register_program_undo(void *p, CUresult *r);
+void pf_register_program_undone(void *p, CUresult r);
 
 /* The program waited for its whole context (cuCtxSynchronize): the
  * registrations retired, and those of blocks kept unused since the
