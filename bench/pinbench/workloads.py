@@ -39,7 +39,7 @@ _NODE_QUICK = ("--sizes", "1M,256M", "--reps", "3")
 # whatever the variant (start-up and set-up, not copies), then sweep and
 # small; 7 workloads x 3 variants x (1 warm-up + 3 runs) = 84 runs.
 # est_quick_s: train_loader, offload and infer_readback as timed on the H100
-# in call 14 of docs/results/2026-11-24-h100-real-programs (state_dict 7.7 s
+# in the full quick set run of docs/results/2026-11-24-h100-real-programs (state_dict 7.7 s
 # there at 8 layers); the rest guessed from their sizes, not yet timed.
 WORKLOADS = [
     Workload("train_loader", "py", ("--samples", "2560", "--epochs", "1"), est_s=60, est_quick_s=15),

@@ -63,7 +63,7 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
 }
 
 /* Driver queries the oldest fences get at most in one reclaim (each costs
- * ~1.3 us, and 256 in one call held a copy 335 us: call 5's log), beside a
+ * ~1.3 us, and 256 in one call held a copy 335 us: docs/results/2026-11-24-h100-bounce-and-copy-shapes/bounce-line.log), beside a
  * search of those in order. */
 #define RECLAIM_QUERIES 8
 

@@ -171,7 +171,7 @@ void pf_context_event_back(struct pf_context *c, CUevent ev, CUresult r) {
 /* The next free slot, taking them in turn: a slot the workers copied out
  * of keeps its lines in their caches for a while, and a DMA into lines
  * that must first be snooped out of a core's cache runs at 21 GB/s against
- * 50 (probe_poll, engine v10).  Taken in turn, a slot comes back after
+ * 50 (probe_poll, docs/results/2026-11-23-h100-engine-slots-and-dma).  Taken in turn, a slot comes back after
  * PINFAST_STAGING of other chunks.  A slot fenced on another stream is
  * taken only once its fence is over: that stream may wait for something
  * this copy's caller is yet to do.  Called with the lock held. */

@@ -61,7 +61,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
      * engine sweeps v5 and v8.  D2H: they lost at 16 MiB (26 vs 34, v8) and
      * tied from 64 MiB on one GPU, where on two they keep the reads for
      * ownership off the memory bus: 1 GiB on both H200s at once 85.6 ->
-     * 101.4 GB/s (h200x2-multigpu-v2 logs) */
+     * 101.4 GB/s (docs/results/2026-11-23-h200x2-multigpu-queue-lock) */
     if (p.kind == PF_HOST_COPY_AUTO && x->dir == PF_DIR_H2D)
         p.kind = x->bytes < AUTO_STREAM_BELOW ? PF_HOST_COPY_STREAM : PF_HOST_COPY_MEMCPY;
     else if (p.kind == PF_HOST_COPY_AUTO)
@@ -117,7 +117,7 @@ static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct p
         if (*result == CUDA_SUCCESS) {
             /* the workers wake while the caller takes its first chunk; not
              * waited for: with two processes staging, the sleepers' mutex
-             * held the caller 15-20 us (h200x2-multigpu-v5 call 4), and a
+             * held the caller 15-20 us (docs/results/2026-11-23-h200x2-multigpu-wakeups), and a
              * submit finding every worker asleep wakes one anyway */
             pf_workers_active(1);
             pf_workers_wake(0);

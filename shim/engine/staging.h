@@ -21,13 +21,9 @@
 #define AUTO_STREAM_BELOW (128u << 20) /* H2D */
 /* An H2D copy with streaming stores from LEAN_FROM on is paced: it fills at
  * most LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS, and keeps at
- * most LEAN_AHEAD chunks filling or in DMA.  The DMA reading the slots
- * slows while other slots take streaming stores, and twelve writers
- * unpaced slowed it most (64 MiB: 41.3 GB/s, against 45.9 with six, engine
- * v10 calls 15-17), but six write only ~37-43 GB/s beside a DMA, and twelve
- * paced to the DMA's rate leave it at ~50 (tests/gpu/probe_h2dload, engine
- * v12 call 2).  Twelve held at most five chunks ahead: 64 MiB 43.6 -> 45.8
- * GB/s, 4 of 5 rounds higher (engine v12 call 3). */
+ * most LEAN_AHEAD chunks filling or in DMA: the DMA reading the slots slows
+ * while other slots take streaming stores (docs/results/2026-11-23-h100-engine-paced-h2d,
+ * docs/results/2026-11-23-h100-engine-slots-and-dma). */
 #define LEAN_FROM (32u << 20)
 #define LEAN_CHUNKS 4
 #define LEAN_TASKS 3
@@ -40,14 +36,12 @@
 enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 #define FRESH_SELF_FROM ((size_t)256 << 20)
 #define HELP_MAX MAX_TASK      /* a D2H caller copies no more than this at a time */
-/* An H2D caller busy with a 64 KiB task issues a chunk that is ready late:
- * with no task over 32 KiB a 1 MiB H2D's first DMA starts 1.9 us sooner
- * (median 9.9 -> 8.0 us); 1-64 MiB H2D measured level to +2% in four A/Bs
- * (engine v14 calls 2-4, 7).  D2H keeps the larger help: a destination never
- * touched faults in faster with the caller among the copiers (32 KiB for
- * both directions: 4-64 MiB into fresh memory 3-9% slower, calls 2-3). */
+/* An H2D caller busy with a large task issues a chunk that is ready late,
+ * so it helps with small ones; a D2H caller helps more, as a destination
+ * never touched faults in faster with the caller among the copiers
+ * (docs/results/2026-11-23-h100-engine-passthrough-sizes). */
 #define HELP_MAX_H2D MIN_TASK
-#define POLL_PAUSES 32         /* 8 made 4 MiB D2H slower (engine v9, call 7) */
+#define POLL_PAUSES 32         /* fewer made 4 MiB D2H slower (docs/results/2026-11-23-h100-engine-1mib-copies) */
 #define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
 /* A caller with nothing to do but wait for a DMA polls this long past the
  * time the DMA should take, then sleeps in the driver: a copy queued behind

@@ -32,7 +32,7 @@ static struct pf_task *head, *tail;
  * caller puts a task straight into it.  A chunk's eight tasks then start
  * within 0.3 us, where taken from the queue one after the other they started
  * 0.5-0.7 us apart; 1 MiB copies went from 19.0 to 23.3 GB/s (D2H) and 20.7
- * to 23.5 (H2D) (engine v11, call 4).  A box is EMPTY
+ * to 23.5 (H2D) (docs/results/2026-11-23-h100-engine-worker-boxes/boxes-sweep.log).  A box is EMPTY
  * (open: its worker will look), CLOSED (its worker copies from the queue,
  * sleeps or never started) or holds the task its worker runs next.  Only a
  * caller fills an EMPTY box; only its worker changes it otherwise. */
@@ -83,7 +83,7 @@ static struct pf_task *try_pop(size_t max_len) {
         return NULL;
     /* a worker tries once and goes back to polling: two callers' tasks and
      * two dozen workers on one lock cost two GPUs' 1 MiB H2D copies a fifth
-     * of their speed (h200x2-multigpu-v2 logs); a caller waits its turn */
+     * of their speed (docs/results/2026-11-23-h200x2-multigpu-queue-lock); a caller waits its turn */
     if (!self)
         qlock_take();
     else if (__atomic_load_n(&qlock, __ATOMIC_RELAXED) || __atomic_exchange_n(&qlock, 1, __ATOMIC_ACQUIRE))
@@ -214,7 +214,7 @@ static int awake(void) {
  * started up to 170 us late, and no caller could take it back.  With a
  * process per H200 staging 1 MiB copies, 226 of 2784 tasks started over
  * 20 us late, 30 with trylock; both GPUs' 1 MiB H2D 23.2 -> 34.1 GB/s
- * (h200x2-multigpu-v5 calls 3-4).  A wake-up skipped is covered by the
+ * (docs/results/2026-11-23-h200x2-multigpu-wakeups).  A wake-up skipped is covered by the
  * callers, who run tasks themselves. */
 static void wake_some(int n, int wait) {
     if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))

@@ -109,7 +109,7 @@ static int side_valid(CUdeviceptr p, size_t span) {
  * source is read in the call (DURING_API_CALL, ANY), as staging reads it.
  * One of stream order (STREAM) stays with the driver; so do D2H copies:
  * the driver does not wait for a batch's D2H into pageable memory (H100,
- * session 12, call 5), and staging one would make the program wait. */
+ * docs/results/2026-11-24-h100-registration-cache/batch-probe.log), and staging one would make the program wait. */
 static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
     return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 }
@@ -136,7 +136,7 @@ static CUresult batch_driver(const struct batch_abi *b, void *scratch, const siz
  * batch goes to the driver untouched.  Every copy is checked before
  * anything moves, and pinfast takes a batch only when it finds every copy
  * valid: a refused batch has moved the copies before the one refused (H100,
- * session 12, call 5), which only the driver can reproduce, so any doubt
+ * docs/results/2026-11-24-h100-registration-cache/batch-probe.log), which only the driver can reproduce, so any doubt
  * leaves the whole batch to the driver (codes, failIdx and bytes its own).
  * Under a capture the driver refuses batches (900, H100): they pass
  * through, unlooked at.  The copies pinfast does not take go to the driver

@@ -12,7 +12,7 @@ static void *const wrappers[PF_NWRAPPED] = {PF_WRAPPED(PF_ADDR_)};
 
 /* The wrapper of a real driver function, else the function itself.  Matching
  * by address is exact: the driver hands out its exported functions (see
- * docs/results/2026-11-22-h100-driver-probe.log), and an ABI pinfast does not
+ * docs/results/2026-11-22-h100-driver-probe/driver-probe.log), and an ABI pinfast does not
  * implement (say the 32-bit cuMemcpyHtoD) is no entry of the table. */
 static void *swap(void *p) {
     if (!p || !pf_driver_load() || pf_options()->disable)

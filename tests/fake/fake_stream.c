@@ -129,7 +129,7 @@ static void stream_unref_locked(struct fake_stream *s)
  * spins a core in cuStreamSynchronize, and in cuEventSynchronize on an
  * event made without CU_EVENT_BLOCKING_SYNC, in a context of default
  * scheduling (tests/gpu/probes/probe_waits.c,
- * docs/results/2026-11-25-h100-session15); contexts made with
+ * docs/results/2026-11-25-h100-waits-asleep); contexts made with
  * CU_CTX_SCHED_BLOCKING_SYNC are not modelled.  The reference keeps s alive
  * should it be destroyed meanwhile. */
 static void stream_wait_seq_locked(struct fake_stream *s, uint64_t seq, int spin)

@@ -18,7 +18,7 @@ LD_PRELOAD=$LIB PINFAST_STATS=off timeout 280 "$B/contract" all "$rounds" "$seed
     echo "pinfast: exit $?"
 # the allowed differences, taken out of both sides and checked on pinfast's
 # alone: the plain driver's pageable sync H2D sometimes returns before its
-# last DMA lands (call 4: 1 of 12 rounds), pinfast's never
+# last DMA lands (docs/results/2026-11-24-h100-contract: 1 of 12 rounds), pinfast's never
 allowed() { sed -E -e 's/^(xstream .*) hung [01] (wrong .*)$/\1 \2/' -e 's/^(tail .*) wrong [0-9]+$/\1/' "$1"; }
 lines=$(grep -c . "$OUT/contract-plain.log")
 if diff <(allowed "$OUT/contract-plain.log") <(allowed "$OUT/contract-pinfast.log"); then
