@@ -1,27 +1,35 @@
-/* test_regcache: the registration cache (shim/memory/register.c, linked in
- * here) driven from many threads at once, so that ThreadSanitizer and
- * AddressSanitizer check its locking, which the preloaded tests cannot do
- * there (the sanitizer's free comes first: nothing is registered).  Its
- * driver is a stub that keeps the registrations in a table of its own and
- * checks what a real driver would not report: no two registrations share a
- * page, a copy the cache says is registered finds its bytes registered for
- * its whole length, nothing is unregistered while a copy through it runs
- * or unregistered twice, nor a block freed (the real free) while a
- * registration holds its pages.  The cache registers, and unregisters freed
- * blocks, on a thread of its own (the registrar), and the stub's
- * registration is slow: drops and frees race it.  Each thread copies from
- * random ranges of its own heap blocks, frees them (as free() does: handed
- * to the registrar, or dropped and freed at once), undoes them
- * as a copy passed through, an madvise or a fork would, and asks whether
- * the cache owns addresses, with random sizes and bytes; registrations are
- * capped low, so that threads evict each other's.  After each drop, and
- * when a block is really freed, the block's own pages must be registered
- * no more.  Single-threaded cases hold the stub's registration until told
- * (`gate`): a copy meanwhile is staged, a free returns at once, a drop
- * waits, and the block is freed only after its unregistration. */
+/* test_regcache: pinfast's heap and its registration cache
+ * (shim/memory/heap.c and register.c, linked in) with a stub driver, driven
+ * from many threads at once so that AddressSanitizer and ThreadSanitizer
+ * check their locking, which the preloaded tests cannot do there (the
+ * sanitizer's malloc comes first: pinfast's heap is off).  The threads
+ * allocate blocks (as malloc, calloc and posix_memalign do), copy from and
+ * into them (pf_register_use/await .. pf_register_done), free and realloc
+ * them, retire their registrations as an madvise or an munmap does
+ * (pf_register_changed, with a real MADV_DONTNEED), pass copies to the
+ * driver as they are (pf_register_guard), settle (the program's
+ * cuCtxSynchronize), register and unregister parts of their blocks as the
+ * program (pf_register_program, pf_register_program_undo), and ask
+ * questions, at random.  The stub keeps a table of registrations and checks
+ * what a real driver would not report:
+ *   - no two registrations share a page;
+ *   - pinfast registers only a whole live or kept block of its heap, being
+ *     registered (MAKING), with flags the program's own registration can be
+ *     answered from;
+ *   - nothing is unregistered while a copy holds it, nor twice, nor after
+ *     its block went back to the system;
+ *   - pinfast unregisters only in pf_register_settle, its exit handler and
+ *     pf_register_program (a thread-local flag set around those calls):
+ *     never in a free, a realloc, a retirement, a copy, a guard or a query.
+ * The threads also check that no block is given to two owners at once, that
+ * a block keeps its bytes while its owner has it, and that calloc's are
+ * zero.  Single-threaded cases check the contract step by step, holding the
+ * stub's registration or unregistration at a gate where they need to. */
 #include "t.h"
 #include "base/options.h"
 #include "driver/driver.h"
+#include "memory/block.h"
+#include "memory/heap.h"
 #include "memory/register.h"
 
 #include <pthread.h>
@@ -29,37 +37,32 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
 #define PAGE ((uintptr_t)4096)
 #define THREADS 6
-#define BLOCKS 3
-#define MIN_COPY ((size_t)8 << 10)   /* PINFAST_REGISTER_MIN here */
-#define MAX_BLOCK ((size_t)160 << 10)
+#define SLOTS 3
+#define MIN_BLOCK (64 * KiB) /* PINFAST_REGISTER_MIN here */
+#define HOST_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
 
-/* ---- what register.c needs of the rest of the shim -------------------------------- */
-struct pf_options pf_options_parsed = {.reg = 1, .reg_min = MIN_COPY, .reg_after = 2,
-                                       .reg_max = (size_t)320 << 10 /* two blocks: eviction */};
+/* ---- what heap.c and register.c need of the rest of the shim ---------------------- */
+struct pf_options pf_options_parsed = {.reg = 1, .reg_min = MIN_BLOCK, .reg_after = 2, .hugepages = 1,
+                                       .reg_max = 6 * MiB,   /* a few blocks: over the cap at times */
+                                       .heap_keep = 4 * MiB}; /* warm blocks given back at times */
 int pf_options_ready = 1;
 const struct pf_options *pf_options_load(void) { return &pf_options_parsed; }
 CUstreamCaptureMode pf_capture_relax(void) { return CU_STREAM_CAPTURE_MODE_RELAXED; }
 void pf_capture_restore(CUstreamCaptureMode mode) { (void)mode; }
+/* pinfast's malloc is the program's: the heap is on */
 int pf_dynsym_own_first(const char *name) { (void)name; return 1; }
 void *pf_real_table[PF_NSYMBOLS];
-
-/* The cache asks whether free(NULL) reaches pinfast's free (entry/vm_entries.c):
- * here free is wrapped (-Wl,--wrap=free) to answer as pinfast's does. */
-void __real_free(void *p);
-void __wrap_free(void *p)
-{
-    if (!p && __atomic_load_n(&pf_register_probe_, __ATOMIC_RELAXED))
-        __atomic_store_n(&pf_register_probe_, 2, __ATOMIC_RELAXED);
-    __real_free(p);
-}
 
 /* ---- failures, kept by the threads (cmocka may only fail on the main one) --------- */
 static atomic_int failures;
@@ -74,6 +77,12 @@ static void failed(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(first_failure, sizeof first_failure, fmt, ap);
     va_end(ap);
+}
+
+static void expect_no_failure(void)
+{
+    if (atomic_load(&failures))
+        fail_msg("%d failure(s), the first: %s", atomic_load(&failures), first_failure);
 }
 
 /* xorshift64*, one per thread (t_rand's state is the main thread's) */
@@ -91,14 +100,6 @@ static uint64_t rnd(void)
 
 static size_t rnd_range(size_t lo, size_t hi) { return lo + (size_t)(rnd() % (hi - lo + 1)); }
 
-/* ---- the stub driver: a table of registrations ------------------------------------ */
-struct stub_reg { uintptr_t lo, hi; int users; };
-
-static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct stub_reg stub[1024];
-static int nstub;
-static atomic_long registers, unregisters;
-
 /* A few microseconds to a yield: the cache drops its lock around each call */
 static void dawdle(void)
 {
@@ -107,6 +108,48 @@ static void dawdle(void)
     else
         for (volatile int i = (int)(rnd() % 2000); i > 0; i--)
             ;
+}
+
+/* ---- who is calling the driver ------------------------------------------------------ */
+/* Set around pf_register_settle, pf_register_program, the exit handler and
+ * a copy passed to the driver (which undoes only retired registrations over
+ * its bytes): the only calls in which pinfast may unregister. */
+static __thread int allowed;
+/* Set around the program's own cuMemHostRegister/Unregister. */
+static __thread int program;
+
+static void settle(void)
+{
+    allowed = 1;
+    pf_register_settle();
+    allowed = 0;
+}
+
+/* ---- the stub driver: a table of registrations ------------------------------------ */
+struct stub_reg { uintptr_t p, lo, hi; int users, prog; };
+
+static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct stub_reg stub[1024];
+static int nstub;
+static atomic_long registers, unregisters; /* pinfast's own */
+
+static int stub_count(void)
+{
+    pthread_mutex_lock(&stub_lock);
+    int n = nstub;
+    pthread_mutex_unlock(&stub_lock);
+    return n;
+}
+
+/* Whether pinfast holds a registration at p (a block's base). */
+static int stub_has(const void *p)
+{
+    int has = 0;
+    pthread_mutex_lock(&stub_lock);
+    for (int i = 0; i < nstub && !has; i++)
+        has = stub[i].p == (uintptr_t)p && !stub[i].prog;
+    pthread_mutex_unlock(&stub_lock);
+    return has;
 }
 
 static const CUcontext stub_ctx = (CUcontext)(uintptr_t)0x1000;
@@ -120,52 +163,99 @@ static CUresult stub_ctx_get(CUcontext *ctx)
 static CUresult stub_ctx_push(CUcontext ctx) { (void)ctx; return CUDA_SUCCESS; }
 static CUresult stub_ctx_pop(CUcontext *ctx) { (void)ctx; return CUDA_SUCCESS; }
 
-/* The single-threaded cases hold registrations here until the gate opens
- * (5 s at most). */
+/* The single-threaded cases hold pinfast's registrations (0) or
+ * unregistrations (1) here until the gate opens (5 s at most). */
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gated, in_register;
+static int gated[2], waiting[2];
 
-static void gate_wait(void)
+static void gate_wait(int which)
 {
     pthread_mutex_lock(&gate_lock);
-    in_register = 1;
+    waiting[which]++;
     pthread_cond_broadcast(&gate_cv);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 5;
-    while (gated && pthread_cond_timedwait(&gate_cv, &gate_lock, &until) == 0)
+    while (gated[which] && pthread_cond_timedwait(&gate_cv, &gate_lock, &until) == 0)
         ;
-    in_register = 0;
+    waiting[which]--;
     pthread_mutex_unlock(&gate_lock);
 }
 
-static atomic_int never_refuse; /* for a case that needs its registrations made */
+static void gate(int which, int closed)
+{
+    pthread_mutex_lock(&gate_lock);
+    __atomic_store_n(&gated[which], closed, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static int at_gate(int which)
+{
+    pthread_mutex_lock(&gate_lock);
+    int n = waiting[which];
+    pthread_mutex_unlock(&gate_lock);
+    return n;
+}
+
+static int registering_now(void *arg) { (void)arg; return at_gate(0) > 0; }
+static int unregistering_now(void *arg) { return at_gate(1) >= (int)(intptr_t)arg; }
+
+static atomic_int never_refuse; /* the single-threaded cases need their registrations made */
+
+/* pinfast's registration: a whole block of its heap, live or kept, which it
+ * is registering (or which was retired meanwhile). */
+static void check_block(void *p, size_t n, const char *what)
+{
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    if (!b)
+        failed("%s %p+%zu: no block of the heap there", what, p, n);
+    else if (b->base != (uintptr_t)p || (n != (size_t)-1 && (b->reg_len != n || n > b->size)))
+        failed("%s %p+%zu: the block there is %#lx+%zu, its registration's length %zu", what, p, n,
+               (unsigned long)b->base, b->size, b->reg_len);
+    else if (n != (size_t)-1 && b->state != PF_BLOCK_LIVE && b->state != PF_BLOCK_KEPT &&
+             !(b->state == PF_BLOCK_HELD && b->reg == PF_REG_STALE)) /* retired and freed meanwhile */
+        failed("%s %p+%zu: its block is in state %d, neither live nor kept", what, p, n, b->state);
+    else if (n != (size_t)-1 && b->reg != PF_REG_MAKING && b->reg != PF_REG_STALE)
+        failed("%s %p+%zu: its block's registration is in state %d, not being made", what, p, n, b->reg);
+    else if (n == (size_t)-1 && b->state == PF_BLOCK_UNUSED)
+        failed("%s %p: its block went back to the system first", what, p);
+    pf_heap_unlock();
+}
 
 static CUresult stub_register(void *p, size_t n, unsigned flags)
 {
-    (void)flags;
     uintptr_t lo = (uintptr_t)p & ~(PAGE - 1), hi = ((uintptr_t)p + n + PAGE - 1) & ~(PAGE - 1);
-    if (__atomic_load_n(&gated, __ATOMIC_ACQUIRE)) {
-        gate_wait();
-    } else {
-        usleep((useconds_t)rnd_range(20, 300)); /* registering is slow */
-        if (!atomic_load(&never_refuse) && rnd() % 16 == 0) /* the locked-memory limit, say */
-            return CUDA_ERROR_OUT_OF_MEMORY;
+    int prog = program;
+    if (!prog) {
+        if (flags != HOST_FLAGS)
+            failed("pinfast registered %p with flags %#x: the program's cannot be answered from it", p, flags);
+        check_block(p, n, "pinfast registered");
+        if (__atomic_load_n(&gated[0], __ATOMIC_ACQUIRE)) {
+            gate_wait(0);
+        } else {
+            usleep((useconds_t)rnd_range(20, 300)); /* registering is slow */
+            if (!atomic_load(&never_refuse) && rnd() % 16 == 0) /* the locked-memory limit, say */
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub && !r; i++)
         if (stub[i].lo < hi && lo < stub[i].hi) {
-            failed("%p+%zu registered over %#lx-%#lx, which shares a page", p, n, stub[i].lo, stub[i].hi);
+            failed("%s registered %p+%zu over %s registration %#lx-%#lx, which shares a page",
+                   prog ? "the program" : "pinfast", p, n, stub[i].prog ? "the program's" : "pinfast's",
+                   (unsigned long)stub[i].lo, (unsigned long)stub[i].hi);
             r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
         }
     if (!r && nstub == (int)(sizeof stub / sizeof stub[0]))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!r)
-        stub[nstub++] = (struct stub_reg){lo, hi, 0};
+        stub[nstub++] = (struct stub_reg){(uintptr_t)p, lo, hi, 0, prog};
     pthread_mutex_unlock(&stub_lock);
-    if (!r)
+    if (!r && !prog)
         atomic_fetch_add(&registers, 1);
     return r;
 }
@@ -176,13 +266,22 @@ static atomic_int ctx_dying;
 
 static CUresult stub_unregister(void *p)
 {
-    dawdle();
-    if (atomic_load(&ctx_dying))
-        failed("%p unregistered in a context being destroyed", p);
+    int prog = program;
+    if (!prog) {
+        if (!allowed)
+            failed("pinfast unregistered %p outside a settle, the exit handler or the program's registration", p);
+        if (atomic_load(&ctx_dying))
+            failed("%p unregistered in a context being destroyed", p);
+        check_block(p, (size_t)-1, "pinfast unregistered");
+        if (__atomic_load_n(&gated[1], __ATOMIC_ACQUIRE))
+            gate_wait(1);
+        else
+            dawdle();
+    }
     CUresult r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub; i++)
-        if (stub[i].lo == (uintptr_t)p) {
+        if (stub[i].p == (uintptr_t)p && stub[i].prog == prog) {
             if (stub[i].users)
                 failed("%p unregistered while %d copies ran through it", p, stub[i].users);
             stub[i] = stub[--nstub];
@@ -190,141 +289,200 @@ static CUresult stub_unregister(void *p)
             break;
         }
     pthread_mutex_unlock(&stub_lock);
-    if (r)
-        failed("%p unregistered, but not registered", p);
-    else
+    if (r && !prog)
+        failed("pinfast unregistered %p, which it had not registered (or twice)", p);
+    else if (!r && !prog)
         atomic_fetch_add(&unregisters, 1);
     return r;
 }
 
-/* A copy through a registration the cache gave: it must hold all of
- * [lo, hi); d: +1 at the copy's start, -1 at its end. */
+/* A copy through a registration the cache gave: one of pinfast's must hold
+ * all of [lo, hi); d: +1 at the copy's start, -1 at its end. */
 static void stub_copy(uintptr_t lo, uintptr_t hi, int d)
 {
     int found = 0;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub && !found; i++)
-        if (stub[i].lo <= lo && hi <= stub[i].hi) {
+        if (!stub[i].prog && stub[i].lo <= lo && hi <= stub[i].hi) {
             stub[i].users += d;
             found = 1;
         }
     pthread_mutex_unlock(&stub_lock);
     if (!found)
-        failed("a copy of %#lx-%#lx through the cache, but it is not registered", lo, hi);
+        failed("a copy of %#lx-%#lx through the cache, but pinfast has not registered it", (unsigned long)lo,
+               (unsigned long)hi);
 }
 
-/* Whether a registration meets [lo, hi) */
-static int stub_meets(uintptr_t lo, uintptr_t hi)
+/* ---- the program's calls, as the entry points make them ----------------------------- */
+/* cuMemHostRegister (entry/alloc_entries.c) */
+static CUresult program_register(void *p, size_t n, unsigned flags, int *answered)
 {
-    int meets = 0;
-    pthread_mutex_lock(&stub_lock);
-    for (int i = 0; i < nstub && !meets; i++)
-        meets = stub[i].lo < hi && lo < stub[i].hi;
-    pthread_mutex_unlock(&stub_lock);
-    return meets;
-}
-
-/* The real free of a block the cache gave back: none of its own pages may
- * be registered any more. */
-static atomic_long released;
-
-static void stub_free(void *p)
-{
-    uintptr_t lo = (uintptr_t)p, hi = lo + malloc_usable_size(p);
-    uintptr_t first = (lo + PAGE - 1) & ~(PAGE - 1), last = hi & ~(PAGE - 1);
-    if (first < last && stub_meets(first, last))
-        failed("%#lx-%#lx really freed while registered", lo, hi);
-    free(p);
-    atomic_fetch_add(&released, 1);
-}
-
-/* free() of pinfast's (entry/vm_entries.c) */
-static void program_free(void *p)
-{
-    if (!pf_register_free(p, (uintptr_t)p + malloc_usable_size(p), stub_free))
-        stub_free(p);
-}
-
-static atomic_long freed;
-
-/* ---- the program: threads copying, freeing and undoing their own blocks ------------ */
-struct block { unsigned char *p; size_t n; uint8_t salt; };
-
-static uint8_t byte_at(const struct block *b, size_t i) { return (uint8_t)(b->salt + i * 131 + (i >> 9)); }
-
-static void block_new(struct block *b)
-{
-    b->n = rnd_range(MIN_COPY, MAX_BLOCK) | 1;
-    b->p = malloc(b->n);
-    if (!b->p)
-        abort();
-    b->salt = (uint8_t)rnd();
-    for (size_t i = 0; i < b->n; i++)
-        b->p[i] = byte_at(b, i);
-}
-
-/* The pages only b's own copies can have registered: its first and last
- * may be shared with a neighbour's registration. */
-static void own_pages(const struct block *b, uintptr_t lo, uintptr_t hi, uintptr_t *plo, uintptr_t *phi)
-{
-    uintptr_t first = ((uintptr_t)b->p + PAGE - 1) & ~(PAGE - 1), last = ((uintptr_t)b->p + b->n) & ~(PAGE - 1);
-    *plo = lo > first ? lo : first;
-    *phi = hi < last ? hi : last;
-}
-
-static void expect_undone(const struct block *b, uintptr_t lo, uintptr_t hi, const char *how)
-{
-    uintptr_t plo, phi;
-    own_pages(b, lo, hi, &plo, &phi);
-    if (plo < phi && stub_meets(plo, phi))
-        failed("%s of %#lx-%#lx returned, but its pages are still registered", how, lo, hi);
-}
-
-
-/* The pieces of a copy of len bytes at lo the cache said are registered:
- * each must lie in one registration of the stub's, and the pieces must
- * make up the copy, in order; d: +1 at the copy's start, -1 at its end. */
-static void pieces(const struct pf_hold *h, int held, uintptr_t lo, size_t len, int d)
-{
-    if (!held)
-        return;
-    if (held != h->n)
-        failed("%d pieces said, %d given", held, h->n);
-    size_t next = 0;
-    for (int i = 0; i < h->n; i++) {
-        if (h->piece[i].off != next || !h->piece[i].len)
-            failed("piece %d of a copy of %zu at %zu+%zu, not at %zu", i, len, h->piece[i].off, h->piece[i].len, next);
-        next = h->piece[i].off + h->piece[i].len;
-        stub_copy(lo + h->piece[i].off, lo + next, d);
+    CUresult r;
+    allowed = 1;
+    *answered = pf_register_program(p, n, flags, &r);
+    allowed = 0;
+    if (!*answered) {
+        program = 1;
+        r = stub_register(p, n, flags);
+        program = 0;
     }
-    if (next != len)
-        failed("the pieces of a copy of %zu end at %zu", len, next);
+    pf_register_program_result(p, n, r);
+    return r;
 }
-/* A copy of [off, off+len) of b: through a registration when the cache
+
+/* cuMemHostUnregister */
+static CUresult program_unregister(void *p, int *answered)
+{
+    CUresult r;
+    *answered = pf_register_program_undo(p, &r);
+    if (!*answered) {
+        program = 1;
+        r = stub_unregister(p);
+        program = 0;
+        pf_register_program_undone(p, r); /* as entry/alloc_entries.c */
+    }
+    return r;
+}
+
+/* ---- blocks no two owners have at once ------------------------------------------- */
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t owned[THREADS * SLOTS + 64];
+
+static void own(void *p, int take)
+{
+    pthread_mutex_lock(&owned_lock);
+    int at = -1;
+    for (int i = 0; i < (int)(sizeof owned / sizeof owned[0]); i++) {
+        if (owned[i] == (uintptr_t)p) {
+            if (take)
+                failed("%p given out while another owner has it", p);
+            at = i;
+            break;
+        }
+        if (take && !owned[i] && at < 0)
+            at = i;
+    }
+    if (at < 0)
+        failed("%p: %s", p, take ? "too many blocks owned" : "freed but not owned");
+    else
+        owned[at] = take ? (uintptr_t)p : 0;
+    pthread_mutex_unlock(&owned_lock);
+}
+
+static void *no_other(size_t n)
+{
+    failed("realloc to %zu bytes went to the real allocator", n);
+    return NULL;
+}
+
+/* ---- the program: threads working on their own blocks ----------------------------- */
+enum { NONE, HANDED, OWN }; /* the slot's program registration */
+
+struct slot {
+    unsigned char *p;
+    size_t n;
+    uint8_t salt;
+    int advised;
+    int reg;          /* NONE, HANDED (answered from pinfast's), OWN (the driver's) */
+    unsigned char *rp; /* its start */
+    unsigned flags;
+};
+
+static uint8_t byte_at(const struct slot *s, size_t i) { return (uint8_t)(s->salt + i * 131 + (i >> 9)); }
+
+static void fill(struct slot *s, size_t lo, size_t hi)
+{
+    for (size_t i = lo; i < hi; i++)
+        s->p[i] = byte_at(s, i);
+}
+
+/* A sample of [lo, hi): its ends and a byte a page */
+static void check(const struct slot *s, size_t lo, size_t hi, const char *what)
+{
+    for (size_t i = lo; i < hi; i = i + 4093 < hi || i == hi - 1 ? i + 4093 : hi - 1)
+        if (s->p[i] != byte_at(s, i)) {
+            failed("%s: byte %zu of a block of %zu at %p is %#x, not %#x", what, i, s->n, (void *)s->p, s->p[i],
+                   byte_at(s, i));
+            return;
+        }
+}
+
+static const size_t usual[] = {96 * KiB, 200 * KiB, 640 * KiB, MiB + 5, 2 * MiB + 100};
+
+static size_t some_size(void)
+{
+    return rnd() & 1 ? usual[rnd() % (sizeof usual / sizeof usual[0])] : rnd_range(MIN_BLOCK, 5 * MiB / 2);
+}
+
+static void slot_new(struct slot *s)
+{
+    size_t align = rnd() % 4 == 0 ? (size_t)1 << rnd_range(7, 16) : 16; /* posix_memalign, or malloc */
+    int zero = rnd() % 5 == 0;                                          /* calloc */
+    *s = (struct slot){.n = some_size(), .salt = (uint8_t)rnd()};
+    s->p = pf_heap_alloc(s->n, align, zero);
+    if (!s->p) {
+        failed("pf_heap_alloc(%zu, %zu, %d) gave nothing", s->n, align, zero);
+        abort();
+    }
+    own(s->p, 1);
+    if ((uintptr_t)s->p % (align < 64 ? 64 : align))
+        failed("a block of %zu aligned to %zu at %p", s->n, align, (void *)s->p);
+    if (pf_heap_usable(s->p) < s->n)
+        failed("%zu usable bytes at %p, %zu asked", pf_heap_usable(s->p), (void *)s->p, s->n);
+    if (zero)
+        for (size_t i = 0; i < s->n; i = i + 4093 < s->n || i == s->n - 1 ? i + 4093 : s->n - 1)
+            if (s->p[i]) {
+                failed("byte %zu of a block of %zu calloc gave is %#x", i, s->n, s->p[i]);
+                break;
+            }
+    fill(s, 0, s->n);
+}
+
+/* The program's registration over s undone. */
+static void slot_unregister(struct slot *s)
+{
+    if (s->reg == NONE)
+        return;
+    int answered;
+    CUresult r = program_unregister(s->rp, &answered);
+    if (r != CUDA_SUCCESS)
+        failed("the program's cuMemHostUnregister(%p) of its own registration (%s): %d", (void *)s->rp,
+               s->reg == HANDED ? "answered from pinfast's" : "the driver's", (int)r);
+    if (s->reg == HANDED && !answered)
+        failed("a registration answered from pinfast's was undone by the driver");
+    s->reg = NONE;
+    if (rnd() % 4 == 0 && (r = program_unregister(s->rp, &answered)) != CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+        failed("the program's second cuMemHostUnregister(%p): %d", (void *)s->rp, (int)r);
+}
+
+static void slot_free(struct slot *s)
+{
+    slot_unregister(s);
+    own(s->p, 0);
+    pf_heap_free(s->p);
+    s->p = NULL;
+}
+
+/* A copy of [off, off+len) of s: through a registration when the cache
  * has one (checked by the stub while it runs), else "staged".  Half read
- * (H2D: the bytes must be b's), half write (D2H: b gets new bytes). */
-static void copy(struct block *b, size_t off, size_t len)
+ * (H2D: the bytes must be s's), half write (D2H: s gets them again). */
+static void copy(struct slot *s, size_t off, size_t len, int await)
 {
     int busy;
     struct pf_hold h;
-    int held = pf_register_use(b->p + off, len, &busy, &h);
-    uintptr_t lo = (uintptr_t)b->p + off;
-    pieces(&h, held, lo, len, 1);
-    if (rnd() & 1) {
-        for (size_t i = off; i < off + len; i++)
-            if (b->p[i] != byte_at(b, i)) {
-                failed("byte %zu of a block of %zu is wrong", i, b->n);
-                break;
-            }
-    } else {
-        if (off == 0 && len == b->n)
-            b->salt = (uint8_t)rnd();
-        for (size_t i = off; i < off + len; i++)
-            b->p[i] = byte_at(b, i);
-    }
+    int held = await ? pf_register_await(s->p + off, len, &h) : pf_register_use(s->p + off, len, &busy, &h);
+    uintptr_t lo = (uintptr_t)s->p + off;
+    if (held && (h.n != 1 || h.piece[0].off || h.piece[0].len != len))
+        failed("a copy of %zu held in %d piece(s), the first %zu+%zu", len, h.n, h.piece[0].off, h.piece[0].len);
+    if (held)
+        stub_copy(lo, lo + len, 1);
+    if (rnd() & 1)
+        check(s, off, off + len, "a copy's source");
+    else
+        fill(s, off, off + len);
     if (held) {
         dawdle();
-        pieces(&h, held, lo, len, -1);
+        stub_copy(lo, lo + len, -1);
         pf_register_done(&h, len);
     }
 }
@@ -335,53 +493,120 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     rng = w->seed;
-    struct block b[BLOCKS];
-    for (int i = 0; i < BLOCKS; i++)
-        block_new(&b[i]);
+    struct slot s[SLOTS];
+    for (int i = 0; i < SLOTS; i++)
+        slot_new(&s[i]);
     for (int op = 0; op < w->ops && !atomic_load(&failures); op++) {
-        struct block *k = &b[rnd() % BLOCKS];
+        struct slot *k = &s[rnd() % SLOTS];
         size_t off = rnd_range(0, k->n - 1), len = rnd_range(1, k->n - off);
         unsigned what = (unsigned)(rnd() % 100);
-        if (what < 50) {        /* the whole block, again and again: registered */
-            copy(k, 0, k->n);
-        } else if (what < 65) { /* a part: inside a registration, or a sighting */
-            copy(k, off, len);
-        } else if (what < 78) { /* free() */
-            program_free(k->p);
-            atomic_fetch_add(&freed, 1);
-            block_new(k);
-        } else if (what < 88) { /* a copy passed to the driver as it is */
-            uintptr_t lo = (uintptr_t)k->p + off;
-            pf_register_guard((void *)lo, len);
-            expect_undone(k, lo, lo + len, "a guard");
-        } else if (what < 93) { /* madvise(MADV_DONTNEED) over a part */
-            uintptr_t lo = (uintptr_t)k->p + off;
-            pf_register_drop(lo, lo + len, PF_REGISTER_UNMAPPED);
-            expect_undone(k, lo, lo + len, "an unmap");
-        } else if (what < 98) { /* classify.c: its own pages only shrink meanwhile */
-            uintptr_t a = (uintptr_t)k->p + off, plo, phi;
-            own_pages(k, a, a + 1, &plo, &phi);
-            int owns = pf_register_owns(a);
-            if (plo < phi && stub_meets(plo, phi) && !owns)
-                failed("%#lx is registered, but the cache does not own it", a);
-        } else if (what < 99) { /* fork(): everything, while the others copy */
-            pf_register_drop(0, UINTPTR_MAX, PF_REGISTER_UNMAPPED);
-        } else { /* the report, read while the others work */
+        if (what < 36) {        /* the whole block, again and again: registered */
+            copy(k, 0, k->n, 0);
+        } else if (what < 44) { /* a part: inside a registration, or a sighting */
+            copy(k, off, len, 0);
+        } else if (what < 48) { /* a copy that can be neither staged nor passed through */
+            copy(k, off, len, 1);
+        } else if (what < 58) { /* free(), malloc() */
+            slot_free(k);
+            slot_new(k);
+        } else if (what < 62 && k->reg == NONE) { /* realloc() */
+            size_t n = rnd() & 1 || k->n / 2 < MIN_BLOCK ? some_size() : rnd_range(k->n / 2, k->n);
+            check(k, 0, k->n, "before realloc");
+            own(k->p, 0);
+            unsigned char *q = pf_heap_realloc(k->p, n, no_other);
+            if (!q)
+                abort();
+            own(q, 1);
+            k->p = q;
+            check(k, 0, n < k->n ? n : k->n, "realloc's copy");
+            if (n > k->n)
+                fill(k, k->n, n);
+            k->n = n;
+            k->advised = 0;
+        } else if (what < 67 && k->reg == NONE) { /* madvise(MADV_DONTNEED) over a part */
+            uintptr_t lo = ((uintptr_t)k->p + off + PAGE - 1) & ~(PAGE - 1), hi = ((uintptr_t)k->p + off + len) & ~(PAGE - 1);
+            pf_register_changed((uintptr_t)k->p + off, (uintptr_t)k->p + off + len);
+            if (lo < hi)
+                syscall(SYS_madvise, lo, hi - lo, MADV_DONTNEED);
+            fill(k, off, off + len); /* zeros there now */
+        } else if (what < 71) { /* cuCtxSynchronize */
+            settle();
+        } else if (what < 76) { /* the program's own registration of a part, or its undoing */
+            if (k->reg != NONE) {
+                slot_unregister(k);
+                continue;
+            }
+            unsigned flags = rnd() % 5 ? (unsigned)(rnd() % 4) : CU_MEMHOSTREGISTER_READ_ONLY;
+            int answered;
+            CUresult r = program_register(k->p + off, len, flags, &answered);
+            if (r == CUDA_SUCCESS) {
+                k->reg = answered ? HANDED : OWN;
+                k->rp = k->p + off;
+                k->flags = flags;
+            } else {
+                failed("the program's cuMemHostRegister(%p, %zu, %#x) (%s): %d", (void *)(k->p + off), len, flags,
+                       answered ? "answered by pinfast" : "the driver's", (int)r);
+            }
+            if (answered && (flags & ~HOST_FLAGS))
+                failed("a registration with flags %#x answered from pinfast's", flags);
+        } else if (what < 82) { /* a copy passed to the driver as it is */
+            allowed = 1;
+            pf_register_guard(k->p + off, len);
+            allowed = 0;
+        } else if (what < 88) { /* classify.c and the queries */
+            unsigned flags = 99;
+            int handed = pf_register_handed_flags((uintptr_t)k->p + off, &flags);
+            int owns = pf_register_owns((uintptr_t)k->p + off);
+            int in = k->reg == HANDED && (uintptr_t)k->p + off >= (uintptr_t)k->rp;
+            if (k->reg == HANDED && (uintptr_t)k->rp == (uintptr_t)k->p + off &&
+                (!handed || flags != (k->flags | CU_MEMHOSTREGISTER_DEVICEMAP)))
+                failed("the program registered %p with flags %#x: answered %d, %#x", (void *)k->rp, k->flags,
+                       handed, flags);
+            if (handed && owns)
+                failed("%p: the program's registration, and pinfast's own", (void *)(k->p + off));
+            if (handed && !in)
+                failed("%p: the program's registration, which it did not make", (void *)(k->p + off));
+            if (k->reg == OWN && owns)
+                failed("%p: pinfast's, over the program's own registration", (void *)(k->p + off));
+        } else if (what < 91) { /* madvise(MADV_HUGEPAGE) */
+            /* (the advice stays on the memory: a block an earlier owner advised is not advisable either) */
+            if (k->advised && pf_heap_advisable(k->p, k->n))
+                failed("%p+%zu, advised by the program: pinfast may advise it too", (void *)k->p, k->n);
+            if (rnd() & 1) {
+                pf_heap_advised((uintptr_t)k->p + off, (uintptr_t)k->p + off + len);
+                k->advised = 1;
+            }
+        } else if (what < 93) { /* malloc_trim() */
+            pf_heap_trim();
+        } else if (what < 95) { /* the report, read while the others work */
             struct pf_register_stats st;
             pf_register_stats(&st);
+        } else { /* a sample of every block: its bytes are still its own */
+            for (int i = 0; i < SLOTS; i++)
+                check(&s[i], 0, s[i].n, "a block its owner has");
         }
     }
-    for (int i = 0; i < BLOCKS; i++) {
-        program_free(b[i].p);
-        atomic_fetch_add(&freed, 1);
-    }
+    for (int i = 0; i < SLOTS; i++)
+        slot_free(&s[i]);
     return NULL;
 }
 
-static int all_released(void *arg)
+/* Settles until nothing is registered (5 s at most): kept blocks are
+ * undone after two settles, retired ones at the next. */
+static int settled(void *arg)
 {
     (void)arg;
-    return atomic_load(&released) == atomic_load(&freed);
+    settle();
+    return stub_count() == 0 && !pf_register_watching();
+}
+
+static void settle_all(void)
+{
+    if (!t_await(settled, NULL) && stub_count())
+        fail_msg("%d registration(s) left after settles for 5 s", stub_count());
+    else if (pf_register_watching()) /* nothing registered, due or being registered */
+        fail_msg("nothing registered for 5 s, but the hooks still watch (pf_register_watch_)");
+    expect_no_failure();
 }
 
 static int setup(void **s)
@@ -392,13 +617,23 @@ static int setup(void **s)
     pf_real_table[PF_S_cuCtxPopCurrent_v2] = (void *)stub_ctx_pop;
     pf_real_table[PF_S_cuMemHostRegister_v2] = (void *)stub_register;
     pf_real_table[PF_S_cuMemHostUnregister] = (void *)stub_unregister;
+    pf_heap_start();
     return 0;
 }
 
-static void expect_no_failure(void)
+/* Before each case: the failures of the one before forgotten, the gates
+ * open, what it left registered undone where it can be. */
+static int fresh_start(void **s)
 {
-    if (atomic_load(&failures))
-        fail_msg("%d failure(s), the first: %s", atomic_load(&failures), first_failure);
+    (void)s;
+    gate(0, 0);
+    gate(1, 0);
+    atomic_store(&ctx_dying, 0);
+    atomic_store(&never_refuse, 0);
+    t_await(settled, NULL);
+    atomic_store(&failures, 0);
+    first_failure[0] = 0;
+    return 0;
 }
 
 static void test_threads(void **s)
@@ -406,200 +641,372 @@ static void test_threads(void **s)
     (void)s;
     struct worker w[THREADS];
     pthread_t th[THREADS];
+    int ops = getenv("PFT_QUICK") ? 300 : 1500;
+#if defined(__SANITIZE_THREAD__)
+    ops = 800; /* some 15 times slower there */
+#endif
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (struct worker){.seed = t_rand() | 1, .ops = 1500};
+        w[i] = (struct worker){.seed = t_rand() | 1, .ops = ops};
         assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
     }
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_join(th[i], NULL), 0);
-    if (!t_await(all_released, NULL))
-        fail_msg("%ld of %ld freed blocks not released", atomic_load(&freed) - atomic_load(&released),
-                 atomic_load(&freed));
     expect_no_failure();
+    settle_all();
     struct pf_register_stats st;
     pf_register_stats(&st);
-    print_message("registered %llu, refused %llu, dropped %llu, evicted %llu, guarded %llu, frees deferred "
-                  "%llu; %llu copies through them, %llu across several\n", st.registered, st.refused, st.dropped,
-                  st.evicted, st.guarded, st.deferred, st.copies, st.spanned);
+    print_message("registered %llu, refused %llu, over the cap %llu, retired %llu, undone %llu, guarded %llu, "
+                  "handed %llu; %llu copies through them; heap: %llu blocks, %llu reused, %llu given back\n",
+                  st.registered, st.refused, st.over_cap, st.retired, st.undone, st.guarded, st.handed, st.copies,
+                  st.heap_blocks, st.heap_reused, st.heap_released);
     /* every block freed: nothing registered, every registration undone once */
-    assert_int_equal(nstub, 0);
+    assert_int_equal(stub_count(), 0);
     assert_int_equal(st.live, 0);
+    assert_int_equal(st.live_bytes, 0);
     assert_int_equal(atomic_load(&registers), atomic_load(&unregisters));
     assert_int_equal((long)st.registered, atomic_load(&registers));
+    /* every block given back once the warm ones are trimmed: none held
+     * for good */
+    pf_heap_trim();
+    struct pf_heap_stats hs;
+    pf_heap_stats(&hs);
+    assert_int_equal(hs.live_bytes, 0);
+    assert_int_equal(hs.kept_bytes, 0);
+    if (hs.released != hs.served)
+        fail_msg("every block freed and settled, the warm ones trimmed: %llu of %llu given back", hs.released,
+                 hs.served);
     /* the run did what it is for */
-    assert_true(st.registered > 0 && st.evicted > 0 && st.dropped > 0 && st.copies > 0 && st.deferred > 0);
+    assert_true(st.registered > 0 && st.retired > 0 && st.undone > 0 && st.copies > 0 && st.handed > 0 &&
+                st.heap_reused > 0 && st.heap_released > 0);
 }
 
-/* ---- one thread, the registration held at the gate ------------------------------------ */
-static void gate(int closed)
+/* ---- one thread, step by step ---------------------------------------------------------- */
+#define N (256 * KiB)
+
+struct range { void *p; size_t n; };
+
+/* Whether a copy of r goes through a registration now. */
+static int direct(void *arg)
 {
-    pthread_mutex_lock(&gate_lock);
-    __atomic_store_n(&gated, closed, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&gate_cv);
-    pthread_mutex_unlock(&gate_lock);
+    const struct range *r = arg;
+    int busy;
+    struct pf_hold h;
+    int held = pf_register_use(r->p, r->n, &busy, &h);
+    if (held) {
+        stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, 1);
+        stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, -1);
+        pf_register_done(&h, r->n);
+    }
+    return held;
 }
 
-static int registering_now(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&gate_lock);
-    int now = in_register;
-    pthread_mutex_unlock(&gate_lock);
-    return now;
-}
+static void *block_base(void *p) { return (void *)((uintptr_t)p & ~(2 * MiB - 1)); }
 
-/* Two copies of the n bytes at p, both staged: the second hands the range
- * to the registrar, which is held at the gate. */
-static void make_due(unsigned char *p, size_t n)
+/* A new block of n bytes (calloc's: never a kept one), copied twice
+ * (staged: the second hands it to the registrar), then registered. */
+static unsigned char *registered_block(size_t n)
 {
-    gate(1);
+    atomic_store(&never_refuse, 1);
+    unsigned char *p = pf_heap_alloc(n, 16, 1);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % (2 * MiB), 64); /* a glibc-style header below it */
+    struct range r = {p, n};
     int busy;
     struct pf_hold h;
     assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
     assert_false(busy);
     assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
-    assert_true(busy);
-    assert_true(t_await(registering_now, NULL));
-    assert_int_equal(pf_register_use(p, n, &busy, &h), 0); /* while it is registered: staged */
-    assert_true(busy);
-    assert_int_equal(pf_register_use(p + PAGE, 64, &busy, &h), 0); /* even a small copy */
-    assert_true(busy);
+    assert_true(busy); /* due: staged */
+    if (!t_await(direct, &r))
+        fail_msg("a block copied twice was not registered");
+    assert_true(stub_has(block_base(p)));
+    return p;
 }
 
-/* Whether a copy of n bytes at p goes through registrations now. */
-static int direct(void *p, size_t n)
-{
-    int busy;
-    struct pf_hold h;
-    int held = pf_register_use(p, n, &busy, &h);
-    if (held)
-        pf_register_done(&h, n);
-    return held;
-}
-
-static int direct_now(void *p) { return direct(p, MAX_BLOCK); }
-static int direct_now_half(void *p) { return direct(p, MAX_BLOCK / 2); }
-
-static int released_to(void *want) { return atomic_load(&released) >= *(long *)want; }
-
-/* free() of a block being registered returns at once; the registrar ends
- * the registration, unregisters it, and only then frees the block (stub_free
- * checks). */
-static void test_free_while_registering(void **s)
+/* Copied twice: registered; freed: kept, still registered, and a malloc of
+ * the same size gets it back, its copies direct at once, with no new
+ * registration; unused for two settles, it is undone. */
+static void test_kept_registered(void **s)
 {
     (void)s;
-    long before = atomic_load(&released), want = before + 1;
-    unsigned char *p = malloc(MAX_BLOCK);
-    assert_non_null(p);
-    make_due(p, MAX_BLOCK);
-    assert_int_equal(pf_register_free(p, (uintptr_t)p + malloc_usable_size(p), stub_free), 1);
-    assert_true(registering_now(NULL)); /* free() did not wait for it */
-    assert_int_equal(atomic_load(&released), before);
-    gate(0);
-    assert_true(t_await(released_to, &want));
-    expect_no_failure();
-    assert_int_equal(nstub, 0);
+    unsigned char *p = registered_block(N);
+    long made = atomic_load(&registers), undone = atomic_load(&unregisters);
+    pf_heap_free(p);
+    assert_true(stub_has(block_base(p)));
+    unsigned char *q = pf_heap_alloc(N, 16, 0);
+    assert_ptr_equal(q, p);
+    struct range r = {q, N};
+    assert_true(direct(&r));
+    assert_int_equal(atomic_load(&registers), made);
+    /* a smaller malloc that fits it gets it too; one much smaller does not */
+    pf_heap_free(q);
+    q = pf_heap_alloc(N - 8 * KiB, 16, 0);
+    assert_ptr_equal(q, p);
+    pf_heap_free(q);
+    unsigned char *small = pf_heap_alloc(N / 2, 16, 0);
+    assert_ptr_not_equal(small, p);
+    pf_heap_free(small);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    /* kept and unused: undone at the second settle, not the first */
+    settle();
+    assert_true(stub_has(block_base(p)));
+    settle();
+    assert_false(stub_has(block_base(p)));
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    settle_all();
 }
 
-struct dropping { uintptr_t lo, hi; atomic_int done; };
+struct settler { pthread_t th; atomic_int done; };
 
-static void *drop_range(void *arg)
+static void *settle_thread(void *arg)
 {
-    struct dropping *d = arg;
-    pf_register_drop(d->lo, d->hi, PF_REGISTER_UNMAPPED);
-    atomic_store(&d->done, 1);
+    struct settler *t = arg;
+    settle();
+    atomic_store(&t->done, 1);
     return NULL;
 }
 
-/* A range becomes direct only once the registrar is done; an unmap of a
- * range being registered waits for the registration, then undoes it. */
-static void test_drop_while_registering(void **s)
+/* A retirement (an madvise, an munmap) makes no copy take the registration
+ * again and undoes nothing; the next settle undoes it, once the copy
+ * holding it ended. */
+static void test_changed_retires(void **s)
 {
     (void)s;
-    /* whole pages: no page of one is the other's */
-    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK), *q = aligned_alloc(PAGE, MAX_BLOCK);
-    assert_true(p && q);
-    make_due(p, MAX_BLOCK);
-    gate(0);
-    assert_true(t_await(direct_now, p));
-    make_due(q, MAX_BLOCK);
-    struct dropping d = {.lo = (uintptr_t)q, .hi = (uintptr_t)q + MAX_BLOCK};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, drop_range, &d), 0);
-    usleep(50 * 1000);
-    assert_false(atomic_load(&d.done)); /* waiting for the registration */
-    gate(0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    uintptr_t first = (d.lo + PAGE - 1) & ~(PAGE - 1), last = d.hi & ~(PAGE - 1);
-    assert_false(stub_meets(first, last));
-    long want = atomic_load(&released) + 2;
-    program_free(p);
-    program_free(q);
-    assert_true(t_await(released_to, &want));
-    expect_no_failure();
-    assert_int_equal(nstub, 0);
-}
-
-/* Copied until it holds: two pieces said registered, laid end to end. */
-static int two_pieces(void *p)
-{
+    unsigned char *p = registered_block(N);
+    long undone = atomic_load(&unregisters);
     int busy;
     struct pf_hold h;
-    int held = pf_register_use(p, MAX_BLOCK, &busy, &h);
-    pieces(&h, held, (uintptr_t)p, MAX_BLOCK, 1);
-    pieces(&h, held, (uintptr_t)p, MAX_BLOCK, -1);
-    if (held)
-        pf_register_done(&h, MAX_BLOCK);
-    return held == 2;
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 1);
+    stub_copy((uintptr_t)p, (uintptr_t)p + N, 1);
+    pf_register_changed((uintptr_t)p + PAGE, (uintptr_t)p + 2 * PAGE);
+    struct pf_hold h2;
+    assert_int_equal(pf_register_use(p, N, &busy, &h2), 0);
+    assert_int_equal(pf_register_use(p + PAGE, 64, &busy, &h2), 0);
+    assert_int_equal(pf_register_await(p, N, &h2), 0);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    assert_true(stub_has(block_base(p)));
+    /* the settle waits for the copy */
+    struct settler t = {0};
+    assert_int_equal(pthread_create(&t.th, NULL, settle_thread, &t), 0);
+    usleep(50 * 1000);
+    assert_false(atomic_load(&t.done));
+    assert_int_equal(atomic_load(&unregisters), undone);
+    stub_copy((uintptr_t)p, (uintptr_t)p + N, -1);
+    pf_register_done(&h, N);
+    assert_int_equal(pthread_join(t.th, NULL), 0);
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    assert_false(stub_has(block_base(p)));
+    expect_no_failure();
+    pf_heap_free(p);
+    /* retired, then freed: held until undone, never given out meanwhile */
+    p = registered_block(N);
+    pf_register_changed((uintptr_t)p, (uintptr_t)p + N);
+    pf_heap_free(p);
+    unsigned char *q = pf_heap_alloc(N, 16, 0);
+    assert_ptr_not_equal(q, p);
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    settle();
+    assert_int_equal(atomic_load(&unregisters), undone + 2);
+    pf_heap_free(q);
+    settle_all();
 }
 
-/* A copy longer than a registration (a growing prefix) registers only the
- * pages it lacks, undoing nothing, and then goes through both. */
-static void test_growing_prefix(void **s)
+/* calloc never gets a kept block (a new mapping's zeros are free); malloc
+ * gets the registered one first. */
+static void test_calloc_not_kept(void **s)
 {
     (void)s;
-    gate(0);
+    unsigned char *p = registered_block(N);
+    memset(p, 0x5A, N);
+    pf_heap_free(p);
+    unsigned char *z = pf_heap_alloc(N, 16, 1);
+    assert_non_null(z);
+    assert_ptr_not_equal(z, p);
+    for (size_t i = 0; i < N; i++)
+        if (z[i])
+            fail_msg("byte %zu of a calloc'd block is %#x", i, z[i]);
+    memset(z, 0xA5, N);
+    pf_heap_free(z); /* kept, not registered */
+    unsigned char *z2 = pf_heap_alloc(N, 16, 1);
+    assert_ptr_not_equal(z2, z);
+    assert_ptr_not_equal(z2, p);
+    for (size_t i = 0; i < N; i += 512)
+        if (z2[i])
+            fail_msg("byte %zu of a calloc'd block is %#x", i, z2[i]);
+    unsigned char *m = pf_heap_alloc(N, 16, 0);
+    assert_ptr_equal(m, p); /* the registered one, before the warm one */
+    pf_heap_free(m);
+    pf_heap_free(z2);
+    settle_all();
+}
+
+static void *fail_other(size_t n)
+{
+    fail_msg("realloc to %zu went to the real allocator", n);
+    return NULL;
+}
+
+/* realloc of a registered block: in place when it fits; grown in place
+ * when the units after it are free, its registration as it was (copies of
+ * the bytes past it staged); else moved by a copy, the old block kept
+ * registered.  Nothing undone either way. */
+/* Whether a block of the heap holds the unit at a. */
+static int taken(uintptr_t a)
+{
+    pf_heap_lock();
+    int t = pf_heap_find(a) != NULL;
+    pf_heap_unlock();
+    return t;
+}
+
+static void realloc_case(int grow)
+{
+    pf_heap_trim(); /* warm blocks given back: room after p, as a rule */
+    unsigned char *p = registered_block(N);
+    for (size_t i = 0; i < N; i++)
+        p[i] = (uint8_t)(i * 7 + 3);
+    long undone = atomic_load(&unregisters), made = atomic_load(&registers);
+    assert_ptr_equal(pf_heap_realloc(p, N - 100, fail_other), p);
+    /* within its 2 MiB unit it grows; past it, with the unit after it
+     * taken, it moves */
+    unsigned char *fill[64];
+    int nfill = 0;
+    while (!grow && !taken((uintptr_t)block_base(p) + 2 * MiB) && nfill < 64)
+        fill[nfill++] = pf_heap_alloc(N, 16, 1); /* first fit: the holes, then the units after p */
+    if (!grow && !taken((uintptr_t)block_base(p) + 2 * MiB))
+        fail_msg("64 blocks, and the units after %p still free", (void *)p);
+    size_t to = grow ? 3 * N : 3 * MiB;
+    unsigned char *q = pf_heap_realloc(p, to, fail_other);
+    assert_non_null(q);
+    for (size_t i = 0; i < N - 100; i++)
+        if (q[i] != (uint8_t)(i * 7 + 3))
+            fail_msg("byte %zu kept by realloc is %#x", i, q[i]);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    assert_true(stub_has(block_base(p)));
+    if (q == p) { /* grown: its registration holds what it held */
+        if (!grow)
+            fail_msg("a block with the units after it taken grew in place");
+        struct range head = {q, N}, whole = {q, to};
+        assert_true(direct(&head));
+        int busy;
+        struct pf_hold h;
+        assert_int_equal(pf_register_use(whole.p, whole.n, &busy, &h), 0);
+        pf_heap_free(q);
+    } else { /* moved: the old block kept registered, given out again */
+        unsigned char *again = pf_heap_alloc(N, 16, 0);
+        assert_ptr_equal(again, p);
+        struct range r = {again, N};
+        assert_true(direct(&r));
+        pf_heap_free(again);
+        pf_heap_free(q);
+    }
+    if (grow && q != p)
+        fail_msg("a block with free units after it did not grow in place");
+    while (nfill)
+        pf_heap_free(fill[--nfill]);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    assert_int_equal(atomic_load(&registers), made);
+    settle_all();
+}
+
+static void test_realloc_registered_grows(void **s)
+{
+    (void)s;
+    realloc_case(1);
+}
+
+static void test_realloc_registered_moves(void **s)
+{
+    (void)s;
+    realloc_case(0);
+}
+
+/* The program's registration inside pinfast's is answered from it (no
+ * driver call): SUCCESS, then ALREADY_REGISTERED; its flags; pinfast's
+ * stays and copies go on through it; the program's unregistration is
+ * answered too, and one of memory the program never registered is
+ * NOT_REGISTERED.  A registration pinfast's cannot answer (other flags)
+ * undoes pinfast's first; the block is the program's from then on. */
+static void test_program_registration(void **s)
+{
+    (void)s;
+    unsigned char *p = registered_block(2 * N);
+    struct range r = {p, 2 * N};
+    long made = atomic_load(&registers), undone = atomic_load(&unregisters);
+    int answered;
+    assert_int_equal(program_register(p + PAGE, 2 * PAGE, CU_MEMHOSTREGISTER_PORTABLE, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(program_register(p + PAGE, 2 * PAGE, CU_MEMHOSTREGISTER_PORTABLE, &answered),
+                     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert_true(answered);
+    unsigned flags = 0;
+    assert_true(pf_register_handed_flags((uintptr_t)p + PAGE, &flags));
+    /* the driver reports every registration mapped (unified addressing) */
+    assert_int_equal(flags, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    assert_false(pf_register_owns((uintptr_t)p + PAGE));
+    assert_true(pf_register_owns((uintptr_t)p + N));
+    assert_true(direct(&r));
+    assert_int_equal(program_unregister(p + PAGE, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(program_unregister(p + PAGE, &answered), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_true(answered);
+    assert_int_equal(program_unregister(p, &answered), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_true(answered);
+    assert_false(pf_register_handed_flags((uintptr_t)p + PAGE, &flags));
+    assert_true(pf_register_owns((uintptr_t)p + PAGE));
+    assert_true(direct(&r));
+    assert_true(stub_has(block_base(p)));
+    assert_int_equal(atomic_load(&registers), made);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    /* flags pinfast's registration does not have: the driver's answer */
+    assert_int_equal(program_register(p, 2 * N, CU_MEMHOSTREGISTER_READ_ONLY, &answered), CUDA_SUCCESS);
+    assert_false(answered);
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    assert_false(stub_has(block_base(p)));
+    for (int i = 0; i < 4; i++)
+        assert_false(direct(&r));
+    assert_int_equal(atomic_load(&registers), made);
+    assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
+    assert_false(answered);
+    pf_heap_free(p);
+    settle_all();
+}
+
+/* A block the program registered itself, unregistered and freed: kept for
+ * reuse as any other, not held for good (as a block freed while the
+ * driver still holds its pages is). */
+static void test_program_registration_freed(void **s)
+{
+    (void)s;
     atomic_store(&never_refuse, 1);
-    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK);
+    unsigned char *p = pf_heap_alloc(N, 16, 0);
     assert_non_null(p);
-    assert_true(t_await(direct_now_half, p));
-    long unregistered = atomic_load(&unregisters), made = atomic_load(&registers);
-    assert_true(t_await(two_pieces, p));
-    assert_int_equal(atomic_load(&unregisters), unregistered);
-    assert_int_equal(atomic_load(&registers), made + 1);
-    atomic_store(&never_refuse, 0);
-    expect_no_failure();
-    long want = atomic_load(&released) + 1;
-    program_free(p);
-    assert_true(t_await(released_to, &want));
-    assert_int_equal(nstub, 0);
+    int answered;
+    assert_int_equal(program_register(p, N, 0, &answered), CUDA_SUCCESS);
+    assert_false(answered);
+    assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
+    assert_false(answered);
+    pf_heap_free(p);
+    settle();
+    settle();
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    int state = b ? b->state : PF_BLOCK_UNUSED;
+    pf_heap_unlock();
+    if (state == PF_BLOCK_HELD)
+        fail_msg("a block the program registered and unregistered, then freed, is held for good: never reused "
+                 "nor given back");
+    settle_all();
 }
 
-/* A copy that can be neither staged nor passed through waits for the
- * registration that will hold it; one that nothing will hold whole (half
- * of it being registered) does not wait: it is passed through. */
-static void test_await_partial(void **s)
+/* Whether p's block is registered, or not, but not being registered. */
+static int heard_back(void *p)
 {
-    (void)s;
-    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK);
-    assert_non_null(p);
-    make_due(p, MAX_BLOCK / 2);
-    struct pf_hold h;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    assert_int_equal(pf_register_await(p, MAX_BLOCK, &h), 0);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    assert_true(registering_now(NULL)); /* it did not wait for the registration */
-    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    if (waited > 1)
-        fail_msg("a copy half of which is being registered waited %.1f s for it", waited);
-    gate(0);
-    assert_true(t_await(direct_now_half, p));
-    long want = atomic_load(&released) + 1;
-    program_free(p);
-    assert_true(t_await(released_to, &want));
-    expect_no_failure();
-    assert_int_equal(nstub, 0);
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    int heard = b && b->reg != PF_REG_MAKING;
+    pf_heap_unlock();
+    return heard;
 }
 
 static void *context_gone(void *arg)
@@ -614,42 +1021,175 @@ static void *context_gone(void *arg)
 static void test_context_gone_while_registering(void **s)
 {
     (void)s;
-    unsigned char *p = aligned_alloc(PAGE, MAX_BLOCK);
+    atomic_store(&never_refuse, 1);
+    unsigned char *p = pf_heap_alloc(N, 16, 0);
     assert_non_null(p);
-    long unregistered = atomic_load(&unregisters);
-    make_due(p, MAX_BLOCK);
+    struct range r = {p, N};
+    long undone = atomic_load(&unregisters);
+    gate(0, 1);
+    int busy;
+    struct pf_hold h;
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
+    assert_true(t_await(registering_now, NULL));
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0); /* while it is registered: staged */
+    assert_true(busy);
     atomic_store(&ctx_dying, 1);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, context_gone, NULL), 0);
     usleep(50 * 1000);
-    gate(0); /* the registration succeeds, just before the context goes */
+    gate(0, 0); /* the registration succeeds, just before the context goes */
     assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(t_await(heard_back, p)); /* the registrar hears back */
     /* the driver released it with the context */
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub; i++)
-        if (stub[i].lo == (uintptr_t)p)
+        if (stub[i].p == (uintptr_t)block_base(p))
             stub[i] = stub[--nstub];
     pthread_mutex_unlock(&stub_lock);
+    settle();
     atomic_store(&ctx_dying, 0);
     expect_no_failure();
-    assert_int_equal(atomic_load(&unregisters), unregistered);
-    assert_false(direct_now(p));
-    long want = atomic_load(&released) + 1;
-    program_free(p);
-    assert_true(t_await(released_to, &want));
-    assert_int_equal(nstub, 0);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    assert_false(direct(&r));
+    pf_heap_free(p);
+    settle_all();
+}
+
+/* A block due (the registrar busy with another) and freed: registered
+ * kept all the same, and the next malloc of its size gets it registered;
+ * once every registration is undone, the hooks stop watching (settle_all). */
+static void test_free_due(void **s)
+{
+    (void)s;
+    atomic_store(&never_refuse, 1);
+    unsigned char *a = pf_heap_alloc(N, 16, 1), *b = pf_heap_alloc(N, 16, 1);
+    assert_true(a && b);
+    gate(0, 1);
+    int busy;
+    struct pf_hold h;
+    pf_register_use(a, N, &busy, &h);
+    pf_register_use(a, N, &busy, &h);
+    assert_true(t_await(registering_now, NULL)); /* a: being registered, at the gate */
+    pf_register_use(b, N, &busy, &h);
+    pf_register_use(b, N, &busy, &h);
+    assert_true(busy); /* b: due */
+    pf_heap_free(b);
+    gate(0, 0);
+    struct range r = {a, N};
+    assert_true(t_await(direct, &r));
+    assert_true(t_await(heard_back, b));
+    unsigned char *again = pf_heap_alloc(N, 16, 0);
+    assert_ptr_equal(again, b);
+    struct range rb = {again, N};
+    if (stub_has(block_base(b)))
+        assert_true(direct(&rb));
+    pf_heap_free(again);
+    pf_heap_free(a);
+    settle_all();
+}
+
+static void *settle_and_mark(void *arg)
+{
+    settle();
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return NULL;
+}
+
+/* An unregistration under way (held at the gate): a second settle does not
+ * undo the same block again, and a malloc that gets the block meanwhile
+ * does not copy through the registration being undone. */
+static void test_undo_exclusive(void **s)
+{
+    (void)s;
+    unsigned char *p = registered_block(N);
+    long undone = atomic_load(&unregisters);
+    pf_register_changed((uintptr_t)p, (uintptr_t)p + PAGE);
+    gate(1, 1);
+    atomic_int done = 0;
+    pthread_t t1, t2;
+    assert_int_equal(pthread_create(&t1, NULL, settle_and_mark, &done), 0);
+    assert_true(t_await(unregistering_now, (void *)(intptr_t)1));
+    assert_int_equal(pthread_create(&t2, NULL, settle_and_mark, &done), 0);
+    usleep(50 * 1000);
+    gate(1, 0);
+    assert_int_equal(pthread_join(t1, NULL), 0);
+    assert_int_equal(pthread_join(t2, NULL), 0);
+    expect_no_failure();
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    pf_heap_free(p);
+    settle_all();
+
+    /* kept unused for two settles: undone at the second, reused meanwhile */
+    p = registered_block(N);
+    undone = atomic_load(&unregisters);
+    pf_heap_free(p);
+    settle();
+    gate(1, 1);
+    done = 0;
+    assert_int_equal(pthread_create(&t1, NULL, settle_and_mark, &done), 0);
+    assert_true(t_await(unregistering_now, (void *)(intptr_t)1));
+    unsigned char *q = pf_heap_alloc(N, 16, 0);
+    int busy;
+    struct pf_hold h;
+    int held = q == p ? pf_register_use(q, N, &busy, &h) : 0;
+    if (held)
+        stub_copy((uintptr_t)q, (uintptr_t)q + N, 1);
+    gate(1, 0);
+    usleep(20 * 1000);
+    if (held) {
+        stub_copy((uintptr_t)q, (uintptr_t)q + N, -1);
+        pf_register_done(&h, N);
+    }
+    assert_int_equal(pthread_join(t1, NULL), 0);
+    expect_no_failure();
+    if (held)
+        fail_msg("a copy went through a registration being undone");
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    pf_heap_free(q);
+    settle_all();
+}
+
+/* ---- at exit: pinfast's handler undoes what is left --------------------------------- */
+static unsigned char *leftover;
+
+/* Registered first, so that it runs last, after pinfast's exit handler. */
+static void at_exit_check(void)
+{
+    if (atomic_load(&failures) || stub_count()) {
+        fprintf(stderr, "test_regcache: at exit, %d registration(s) left; %d failure(s), the first: %s\n",
+                stub_count(), atomic_load(&failures), first_failure);
+        _exit(1);
+    }
+}
+
+/* A block registered and left live: the exit handler undoes it. */
+static void test_exit_leftover(void **s)
+{
+    (void)s;
+    leftover = registered_block(N);
+    assert_int_equal(stub_count(), 1);
 }
 
 int main(void)
 {
     t_seed();
+    atexit(at_exit_check);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_free_while_registering),
-        cmocka_unit_test(test_drop_while_registering),
-        cmocka_unit_test(test_context_gone_while_registering),
-        cmocka_unit_test(test_growing_prefix),
-        cmocka_unit_test(test_await_partial),
+        cmocka_unit_test_setup(test_threads, fresh_start),
+        cmocka_unit_test_setup(test_kept_registered, fresh_start),
+        cmocka_unit_test_setup(test_changed_retires, fresh_start),
+        cmocka_unit_test_setup(test_calloc_not_kept, fresh_start),
+        cmocka_unit_test_setup(test_realloc_registered_grows, fresh_start),
+        cmocka_unit_test_setup(test_realloc_registered_moves, fresh_start),
+        cmocka_unit_test_setup(test_program_registration, fresh_start),
+        cmocka_unit_test_setup(test_program_registration_freed, fresh_start),
+        cmocka_unit_test_setup(test_context_gone_while_registering, fresh_start),
+        cmocka_unit_test_setup(test_free_due, fresh_start),
+        cmocka_unit_test_setup(test_undo_exclusive, fresh_start),
+        cmocka_unit_test_setup(test_exit_leftover, fresh_start),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    int rc = cmocka_run_group_tests(tests, setup, NULL);
+    allowed = 1; /* the exit handler runs on this thread */
+    return rc;
 }

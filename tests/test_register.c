@@ -1,21 +1,30 @@
-/* test_register: the registration cache (shim/memory/register.c) tries to
- * break it.  A range copied three times is registered (the fake counts
- * registrations: fakecuda_registered); then its memory changes owner (free,
- * munmap, mremap, madvise, brk, realloc, shmdt, mmap over it) and new memory
- * with new random bytes takes its address: a copy from it and into it must
- * see the new memory.  The fake pins registered pages truly (fake_mem.c): a
- * registration dropped late copies the old pages, and fails these checks;
- * each case also checks that no registration outlived the call.  Besides:
- * the program's own registrations get the driver's answers, asynchronous
- * copies through a registration keep the pageable copies' host semantics,
- * threads copy and free at once, a range over registrations registers only
- * the pages they lack and undoes none of them, a forked child and exit() leave nothing
- * registered, a copy through a registration waits for its DMA asleep and
- * learns its pace only from DMAs that started at once.  pinfast registers on a thread of its own, and unregisters
- * freed blocks there: the cases wait for it, and check that a range being
- * registered is staged meanwhile, that munmap, madvise and fork of one wait
- * for it, and that a freed block is not given out again while registered.
- * Runs plain (the same expectations) and under pinfast. */
+/* test_register: the registration cache (shim/memory/register.c) and
+ * pinfast's heap (shim/memory/heap.c) try to break them.  Only blocks of
+ * pinfast's heap (malloc and its family from PINFAST_REGISTER_MIN on) are
+ * ever registered: a block copied again and again is (the fake counts
+ * registrations: fakecuda_registered), memory the program maps itself and
+ * a thread's stack never are, however often they are copied, so that a
+ * stack reused by a later thread, or a mapping made again at the same
+ * address, moves its new bytes.  Nothing is unregistered inline (the fake
+ * counts cuMemHostUnregister calls, each a device-wide wait on a GPU): not
+ * in free, munmap, madvise, mprotect, realloc, fork, a copy, nor the
+ * program's own cuMemHostRegister/cuMemHostUnregister over a registered
+ * block, which get the answers they would get without pinfast; a change
+ * under a registration retires it (its copies staged, the bytes the
+ * program's) and it is undone at the program's cuCtxSynchronize, as is a
+ * freed block kept unused for two of them.  A freed registered block is
+ * kept registered and given to the next malloc of its size: its copies go
+ * through the registration at once (the report's registrations.copies).
+ * The fake pins registered pages truly (fake_mem.c): a copy through a
+ * registration that is no longer the program's memory moves the old pages,
+ * and fails these checks.  Besides: asynchronous copies through a
+ * registration keep the pageable copies' host semantics, threads copy and
+ * free at once, a forked child and exit() leave nothing registered, a copy
+ * through a registration waits for its DMA asleep and learns its pace only
+ * from DMAs that started at once.  pinfast registers on a thread of its
+ * own: the cases wait for it.  Runs plain (the same expectations, bytes
+ * and answers) and under pinfast; each case ends with the program's
+ * cuCtxSynchronize, after which nothing of it may stay registered. */
 #define _GNU_SOURCE
 #include "report.h"
 #include "t.h"
@@ -27,39 +36,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ipc.h>
 #include <sys/mman.h>
-#include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MiB ((size_t)1 << 20)
 #define N (4 * MiB)
+#define BLK (2 * MiB) /* heap blocks: three registered fit an 8 MiB locked-memory limit */
 #define PAGE ((size_t)4096)
 
-#ifndef MAP_FIXED_NOREPLACE
-#define MAP_FIXED_NOREPLACE 0x100000
-#endif
-
-/* A sanitizer's malloc comes before pinfast in the preload list: its free
- * and realloc never reach pinfast's, and pinfast then registers nothing
- * (docs/design.md); the cases still check the bytes and the hooks. */
+/* A sanitizer's malloc comes before pinfast in the preload list: pinfast's
+ * heap is off, and nothing is registered (docs/design.md); the cases still
+ * check the bytes and the answers. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define OWN_MALLOC 0
 #else
 #define OWN_MALLOC 1
 #endif
 
+/* pinfast's heap serves the program's large blocks, and registers them */
+static int heap(void) { return t_pinfast() && OWN_MALLOC; }
+
 static CUstream stream;
 static CUdeviceptr dev;
 static unsigned char *pinned;
-
-static int none_registered(void *arg)
-{
-    (void)arg;
-    return !fake_registered();
-}
 
 static int any_registered(void *arg)
 {
@@ -70,9 +72,29 @@ static int any_registered(void *arg)
 static int setup(void **state)
 {
     CUstream other;
+    /* plain: the blocks of 1 MiB and more are glibc's own mappings, so that
+     * unmapping or mapping over a part of one leaves its heap whole (its
+     * threshold would move up past them as they are freed) */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     if (t_setup_streams(state, &stream, &other) || D.MemAlloc(&dev, 4 * N) ||
         D.MemHostAlloc((void **)&pinned, 4 * N, 0))
         return -1;
+    return 0;
+}
+
+/* After each case, which frees what it allocates: the program waits for
+ * its context (twice: a kept block is given back when unused for two),
+ * and nothing is registered any more. */
+static int settle(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        if (D.CtxSynchronize())
+            return -1;
+    if (fake_registered()) {
+        fprintf(stderr, "%ld registration(s) left after two cuCtxSynchronize\n", fake_registered());
+        return -1;
+    }
     return 0;
 }
 
@@ -92,343 +114,555 @@ static void round_trip(unsigned char *r, size_t n, const char *what)
     t_expect_fill(r, n, b, what);
 }
 
-/* Three round trips: under pinfast, r is registered by then, or soon
- * after (the registrar's), the copies meanwhile staged. */
+/* Three round trips: under pinfast, a heap block is registered by then, or
+ * soon after (the registrar's), the copies meanwhile staged. */
 static void make_registered(unsigned char *r, size_t n)
 {
     for (int i = 0; i < 3; i++)
-        round_trip(r, n, "a range copied again and again");
-    if (t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, r))
-        fail_msg("a range copied three times was not registered");
+        round_trip(r, n, "a block copied again and again");
+    if (heap() && !t_await(fake_registered_at, r))
+        fail_msg("a heap block copied three times was not registered");
 }
 
-/* A heap block of N bytes, registered under pinfast, then filled with salt. */
-static unsigned char *registered_block(uint64_t *salt)
+/* A heap block of n bytes, registered under pinfast, then filled with salt. */
+static unsigned char *registered_block(size_t n, uint64_t *salt)
 {
-    unsigned char *r = malloc(N);
+    unsigned char *r = malloc(n);
     assert_non_null(r);
-    make_registered(r, N);
-    t_fill(r, N, *salt = t_rand());
+    make_registered(r, n);
+    t_fill(r, n, *salt = t_rand());
     return r;
 }
 
-/* Right after the call that gave r's memory away: nothing registered. */
-static void expect_dropped(const char *call, int own_malloc)
-{
-    long n = fake_registered();
-    if (t_pinfast() && own_malloc && n)
-        fail_msg("%s: %ld registration(s) outlived it", call, n);
-}
+static unsigned long unregisters(void) { return fake_calls("cuMemHostUnregister"); }
 
-/* After free(): the registrar unregisters the block, then frees it. */
-static void expect_released(const char *call)
-{
-    if (t_pinfast() && OWN_MALLOC && !t_await(none_registered, NULL))
-        fail_msg("%s: %ld registration(s) outlived it by seconds", call, fake_registered());
-}
+/* Whether the block freed at `was` is still registered (an address, no
+ * longer a pointer the program may use). */
+static int registered_at(const volatile uintptr_t *was) { return fake_registered_at((void *)*was); }
 
-/* malloc(n) after a block of n bytes at r was freed, until it gives r's
- * memory again (for a second at most): it must not be registered any more
- * then. */
-static unsigned char *malloc_again(uintptr_t r, size_t n)
+/* Under pinfast, no cuMemHostUnregister since `before`, for 100 ms (the
+ * library before this design unregistered on its registrar thread, soon
+ * after the call): none, inline or behind it.  (Without pinfast, or its
+ * heap, the program's own calls reach the fake, which counts them.) */
+static void expect_no_unregister(unsigned long before, const char *call)
 {
-    struct timespec nap = {0, 100 * 1000};
-    unsigned char *q = malloc(n);
-    for (int i = 0; i < 10000 && q && (uintptr_t)q != r; i++) {
-        free(q);
+    if (!heap())
+        return;
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 10 && unregisters() == before; i++)
         nanosleep(&nap, NULL);
-        q = malloc(n);
-    }
-    assert_non_null(q);
-    if ((uintptr_t)q == r && fake_registered_at(q))
-        fail_msg("malloc gave a freed block's memory again while it was still registered");
-    return q;
+    if (unregisters() != before)
+        fail_msg("%s: %lu cuMemHostUnregister call(s), each a wait for the whole device", call,
+                 unregisters() - before);
 }
 
-static unsigned char *map(void *at, size_t n)
+static unsigned char *map(size_t n)
 {
-    void *p = mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | (at ? MAP_FIXED_NOREPLACE : 0),
-                   -1, 0);
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(p != MAP_FAILED);
-    if (at)
-        assert_ptr_equal(p, at);
     return p;
 }
 
-/* ---- memory changing owner, then new memory at the same address ------------------ */
-static void test_free_mmapped(void **s)
+/* The whole pages inside [p, p+n) */
+static unsigned char *page_up(const unsigned char *p) { return (unsigned char *)(((uintptr_t)p + PAGE - 1) & ~(PAGE - 1)); }
+
+/* ---- memory pinfast did not allocate is never registered --------------------------- */
+/* Whether any page of [p, p+n) is registered. */
+static int any_page_registered(unsigned char *p, size_t n)
+{
+    for (size_t off = 0; off < n; off += PAGE)
+        if (fake_registered_at(p + off))
+            return 1;
+    return fake_registered_at(p + n - 1);
+}
+
+/* Memory the program maps itself, copied again and again (a file's pages,
+ * a shared segment, its own pool): staged every time, never registered;
+ * unmapped and mapped again at the same address, its new bytes move. */
+static void test_mapped_never_registered(void **s)
 {
     (void)s;
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-    for (int round = 0; round < 3; round++) {
-        size_t n = t_rand_range(2 * MiB, N) | 1; /* not a whole number of pages */
-        unsigned char *r = malloc(n);
-        assert_non_null(r);
-        make_registered(r, n);
-        uintptr_t was = (uintptr_t)r;
+    long before = fake_registered();
+    unsigned char *r = map(N);
+    for (int i = 0; i < 6; i++)
+        round_trip(r, N, "memory the program mapped, copied again and again");
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    nanosleep(&nap, NULL); /* the registrar's time, had it been handed the range */
+    round_trip(r, N, "memory the program mapped, copied again and again");
+    if (t_pinfast() && (any_page_registered(r, N) || fake_registered() != before))
+        fail_msg("memory the program mapped itself was registered (%ld registration(s))", fake_registered() - before);
+    /* the same address, new pages: by a raw system call, which no wrapper sees */
+    assert_ptr_equal((void *)syscall(SYS_mmap, r, N, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                                     -1, 0), r);
+    round_trip(r, N, "new memory mapped at the same address by a raw system call");
+    munmap(r, N);
+}
+
+/* A thread's stack buffer (a 64 MiB stack, which glibc unmaps as the
+ * thread ends: too large for its cache, by a call no wrapper sees) copied
+ * again and again; a later thread's stack at the same address moves its
+ * own bytes.  Each thread reports by its result (cmocka fails on the main
+ * thread only). */
+#define STACK ((size_t)64 << 20)
+struct stack_run { uint64_t salt; uintptr_t at; int bad, registered; };
+
+/* A round trip of buf through the device, checked: 0, or what failed. */
+static int checked_trip(unsigned char *buf, size_t n, uint64_t salt)
+{
+    size_t bad;
+    t_fill(buf, n, salt);
+    if (D.MemcpyHtoD(dev, buf, n))
+        return 1;
+    t_poison(pinned, n);
+    if (D.MemcpyDtoH(pinned, dev, n) || !t_check_fill(pinned, n, salt, &bad))
+        return 2;
+    t_fill(pinned, n, salt + 1);
+    if (D.MemcpyHtoD(dev, pinned, n))
+        return 1;
+    t_poison(buf, n);
+    if (D.MemcpyDtoH(buf, dev, n) || !t_check_fill(buf, n, salt + 1, &bad))
+        return 3;
+    return 0;
+}
+
+static void *stack_user(void *arg)
+{
+    struct stack_run *run = arg;
+    unsigned char buf[N];
+    t_bind_ctx();
+    run->at = (uintptr_t)buf;
+    for (int i = 0; i < 4 && !run->bad; i++)
+        run->bad = checked_trip(buf, N, run->salt + 2 * (uint64_t)i);
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL); /* the registrar's time, had it been handed the range */
+    run->registered = t_pinfast() && any_page_registered(buf, N);
+    return NULL;
+}
+
+static void test_stack_reused(void **s)
+{
+    (void)s;
+    pthread_attr_t attr;
+    assert_int_equal(pthread_attr_init(&attr), 0);
+    assert_int_equal(pthread_attr_setstacksize(&attr, STACK), 0);
+    uintptr_t first = 0;
+    int same = 0, registered = 0;
+    for (int round = 0; round < 4; round++) {
+        struct stack_run run = {.salt = t_rand()};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, &attr, stack_user, &run), 0);
+        assert_int_equal(pthread_join(th, NULL), 0);
+        static const char *const what[] = {"", "an H2D failed", "an H2D from a thread's stack moved the wrong bytes",
+                                           "a D2H into a thread's stack did not land there"};
+        if (run.bad)
+            fail_msg("round %d (stack buffer at %#lx, %s the first's): %s", round, (unsigned long)run.at,
+                     run.at == first ? "at" : "not at", what[run.bad]);
+        registered += run.registered;
+        same += round && run.at == first;
+        first = round ? first : run.at;
+    }
+    pthread_attr_destroy(&attr);
+    print_message("a later thread's stack buffer at the first's address in %d of 3 rounds\n", same);
+    if (registered)
+        fail_msg("a thread's stack buffer was registered (%d of 4 rounds)", registered);
+}
+
+/* ---- a freed block is kept registered and given out again -------------------------- */
+/* malloc/free/malloc of one size: the same block, still registered (under
+ * pinfast), its bytes whatever the program writes. */
+static void test_reuse_registered(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned long before = unregisters();
+    long made = fake_calls("cuMemHostRegister_v2");
+    for (int round = 0; round < 4; round++) {
+        volatile uintptr_t was = (uintptr_t)r;
         free(r);
-        unsigned char *q = malloc_again(was, n);
-        expect_released("free");
-        round_trip(q, n, "new memory after free");
-        free(q);
+        unsigned char *q = malloc(BLK);
+        assert_non_null(q);
+        if (heap() && ((uintptr_t)q != was || !fake_registered_at(q)))
+            fail_msg("malloc after free of a registered block of its size: %p, %s (the block was %#lx)", (void *)q,
+                     fake_registered_at(q) ? "registered" : "not registered", (unsigned long)was);
+        r = q;
+        round_trip(r, BLK, "a block malloc gave again");
+    }
+    expect_no_unregister(before, "free and malloc again of a registered block");
+    if (t_pinfast() && fake_calls("cuMemHostRegister_v2") != (unsigned long)made)
+        fail_msg("a block given out again was registered again (%lu registration(s))",
+                 fake_calls("cuMemHostRegister_v2") - (unsigned long)made);
+    /* calloc's block is all zeros, never a kept one */
+    volatile uintptr_t was = (uintptr_t)r;
+    free(r);
+    unsigned char *z = calloc(1, BLK);
+    assert_non_null(z);
+    if (heap() && (uintptr_t)z == was)
+        fail_msg("calloc gave a kept block");
+    for (size_t i = 0; i < BLK; i++)
+        if (z[i])
+            fail_msg("byte %zu of a calloc'd block is %#x", i, z[i]);
+    free(z);
+}
+
+/* The child of test_reuse_report: two blocks malloc'd, copied, freed, six
+ * times over; from the second time on, the same blocks, registered before
+ * their first copy. */
+static int reuse_child(void)
+{
+    CUdeviceptr d;
+    if (drv_load_from_env(&D) || drv_context0(&D, &T_CTX) || D.MemAlloc(&d, BLK))
+        return 44;
+    unsigned char *h0 = NULL, *o0 = NULL;
+    for (int round = 0; round < 6; round++) {
+        unsigned char *h = malloc(BLK), *o = malloc(BLK);
+        if (!h || !o)
+            return 45;
+        if (round && heap() && (!((h == h0 && o == o0) || (h == o0 && o == h0)) || !fake_registered_at(h) ||
+                                !fake_registered_at(o))) {
+            fprintf(stderr, "round %d: blocks %p and %p (%sregistered, %sregistered), the first round's %p and %p\n",
+                    round, (void *)h, (void *)o, fake_registered_at(h) ? "" : "not ",
+                    fake_registered_at(o) ? "" : "not ", (void *)h0, (void *)o0);
+            return 47;
+        }
+        for (int i = 0; i < 3; i++) {
+            int rc = t_round_trip(h, o, d, BLK);
+            if (rc)
+                return rc;
+        }
+        if (!round && heap() && (!t_await(fake_registered_at, h) || !t_await(fake_registered_at, o)))
+            return 48;
+        h0 = round ? h0 : h;
+        o0 = round ? o0 : o;
+        free(h);
+        free(o);
+    }
+    return 0;
+}
+
+/* A freed registered block is kept registered through the program's first
+ * cuCtxSynchronize, unused, and undone at its second. */
+static void test_kept_until_synchronized(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    volatile uintptr_t was = (uintptr_t)r;
+    unsigned long before = unregisters();
+    free(r);
+    expect_no_unregister(before, "free of a registered block");
+    if (heap() && !registered_at(&was))
+        fail_msg("a freed registered block was unregistered before the program waited for its context");
+    CK(D.CtxSynchronize());
+    if (heap() && (!registered_at(&was) || unregisters() != before))
+        fail_msg("a freed block, kept registered, was undone at the first cuCtxSynchronize after its free");
+    CK(D.CtxSynchronize());
+    if (registered_at(&was) || (heap() && unregisters() != before + 1))
+        fail_msg("a freed block kept unused through two cuCtxSynchronize: %s, %lu unregistration(s)",
+                 registered_at(&was) ? "still registered" : "unregistered", unregisters() - before);
+}
+
+/* Copied twice (due: the registrar registers it now), then its pages
+ * advised away: no unregistration inline; the program's bytes move. */
+static void test_changed_while_registering(void **s)
+{
+    (void)s;
+    for (int round = 0; round < 6; round++) {
+        unsigned char *r = malloc(BLK);
+        assert_non_null(r);
+        round_trip(r, BLK, "a block becoming due");
+        unsigned long before = unregisters();
+        unsigned char *lo = page_up(r);
+        assert_int_equal(madvise(lo, (size_t)(r + BLK - lo) & ~(PAGE - 1), MADV_DONTNEED), 0);
+        expect_no_unregister(before, "madvise(MADV_DONTNEED) of a block being registered");
+        round_trip(r, BLK, "a block advised away while being registered");
+        round_trip(r, BLK, "a block advised away while being registered");
+        free(r);
+        CK(D.CtxSynchronize());
     }
 }
 
-/* A block of the heap: freed into the top, which glibc trims and grows
- * again with no exported call. */
-static void test_free_heap(void **s)
+static int run_child(const char *what, const char *const *more, const char *err);
+static const char *child_dir(const char *tag, const char *name, char *path, size_t n);
+
+/* Blocks malloc'd, copied and freed in a loop of one size (a training
+ * step's, an inference loop's): the same blocks from the second round on,
+ * registered before their first copy (the child checks), and the report
+ * says their copies went through the registrations: two made, from the
+ * second round on every copy through them. */
+static void test_reuse_report(void **s)
 {
     (void)s;
-    mallopt(M_MMAP_THRESHOLD, 64 * MiB);
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-    for (int round = 0; round < 3; round++) {
-        unsigned char *r = malloc(N);
-        assert_non_null(r);
-        make_registered(r, N);
-        uintptr_t was = (uintptr_t)r;
-        free(r);
-        unsigned char *q = malloc_again(was, N);
-        expect_released("free (heap)");
-        round_trip(q, N, "new heap memory after free");
-        free(q);
-    }
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    if (!heap())
+        skip();
+    char file[256], stats_file[300];
+    const char *dir = child_dir("reuse", "r.json", file, sizeof file);
+    snprintf(stats_file, sizeof stats_file, "PINFAST_STATS_FILE=%s", file);
+    const char *more[] = {"PINFAST_STATS=json", stats_file, NULL};
+    assert_int_equal(run_child("reuse", more, NULL), 0);
+    static struct report r;
+    if (report_read(file, &r))
+        fail_msg("report: %s", r.err);
+    sp_rmdir(dir);
+    assert_true(r.reg.present);
+    print_message("registered %lld, copies through them %lld, heap blocks %lld, reused %lld\n", r.reg.registered,
+                  r.reg.copies, r.reg.heap_blocks, r.reg.heap_reused);
+    if (r.reg.registered != 2 || r.reg.copies < 5 * 6 || r.reg.heap_reused < 5 * 2)
+        fail_msg("6 rounds of 2 blocks, 6 copies each: %lld registration(s), %lld copies through them, %lld blocks "
+                 "reused (2, at least 30 and 10 wanted)", r.reg.registered, r.reg.copies, r.reg.heap_reused);
 }
 
+/* ---- the memory of a registered block changed: no unregistration inline ----------- */
+/* The program lets a registered block go (free) and makes an unrelated
+ * small copy: no unregistration; the block is kept registered. */
+static void test_free_no_unregister(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned char *small = malloc(4096);
+    assert_non_null(small);
+    unsigned long before = unregisters();
+    volatile uintptr_t was = (uintptr_t)r;
+    free(r);
+    t_fill(small, 4096, salt);
+    CK(D.MemcpyHtoDAsync(dev, small, 4096, stream));
+    CK(D.StreamSynchronize(stream));
+    expect_no_unregister(before, "free of a registered block, then a small copy");
+    if (heap() && !registered_at(&was))
+        fail_msg("a freed registered block was unregistered");
+    free(small);
+}
+
+/* madvise(MADV_DONTNEED) over a registered block: no unregistration; the
+ * program reads zeros (the fake keeps a registered page's contents, where
+ * the kernel gives new zero pages: not checked there), and its new bytes
+ * move both ways (the retired registration is not used); the
+ * unregistration comes at the program's cuCtxSynchronize. */
+static void test_madvise(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned char *lo = page_up(r);
+    size_t n = (size_t)(r + BLK - lo) & ~(PAGE - 1);
+    int pinned_pages = fake_registered_at(lo);
+    unsigned long before = unregisters();
+    assert_int_equal(madvise(lo, n, MADV_DONTNEED), 0);
+    expect_no_unregister(before, "madvise(MADV_DONTNEED) over a registered block");
+    if (!pinned_pages)
+        for (size_t i = 0; i < n; i += PAGE / 4)
+            if (lo[i])
+                fail_msg("memory after MADV_DONTNEED reads %#x at %zu, not 0", lo[i], i);
+    round_trip(r, BLK, "a block after MADV_DONTNEED");
+    round_trip(r, BLK, "a block after MADV_DONTNEED");
+    expect_no_unregister(before, "copies of a block after madvise(MADV_DONTNEED)");
+    if (heap() && !fake_registered_at(r))
+        fail_msg("a block after madvise(MADV_DONTNEED): its registration was undone before the program waited");
+    CK(D.CtxSynchronize());
+    if (t_pinfast() && unregisters() != before + (heap() ? 1 : 0))
+        fail_msg("cuCtxSynchronize after madvise(MADV_DONTNEED) of a registered block: %lu unregistration(s), "
+                 "not %d", unregisters() - before, heap());
+    if (fake_registered_at(r))
+        fail_msg("a retired registration outlived the program's cuCtxSynchronize");
+    round_trip(r, BLK, "a block after its registration was undone");
+    free(r);
+}
+
+/* munmap of whole pages inside a registered block, mprotect of it
+ * read-only and back: no unregistration; the rest of the block moves its
+ * bytes; freed, the block's registration is undone at the program's
+ * cuCtxSynchronize. */
+static void test_munmap_mprotect(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned long before = unregisters();
+    assert_int_equal(mprotect(page_up(r), 2 * PAGE, PROT_READ), 0);
+    expect_no_unregister(before, "mprotect(PROT_READ) of a part of a registered block");
+    CK(D.MemcpyHtoD(dev, r, BLK));
+    t_poison(pinned, BLK);
+    CK(D.MemcpyDtoH(pinned, dev, BLK));
+    t_expect_fill(pinned, BLK, salt, "an H2D from a block made read-only");
+    assert_int_equal(mprotect(page_up(r), 2 * PAGE, PROT_READ | PROT_WRITE), 0);
+    round_trip(r, BLK, "a block made writable again");
+    unsigned char *hole = page_up(r) + BLK / 2;
+    assert_int_equal(munmap(hole, 2 * PAGE), 0);
+    expect_no_unregister(before, "munmap of whole pages inside a registered block");
+    size_t head = (size_t)(hole - r);
+    round_trip(r, head, "the part of a block before the pages unmapped");
+    round_trip(hole + 2 * PAGE, (size_t)(r + BLK - hole) - 2 * PAGE, "the part of a block after the pages unmapped");
+    free(r);
+    expect_no_unregister(before, "free of a block with a hole");
+    CK(D.CtxSynchronize());
+    if (t_pinfast() && unregisters() != before + (heap() ? 1 : 0))
+        fail_msg("cuCtxSynchronize after munmap in a registered block: %lu unregistration(s), not %d",
+                 unregisters() - before, heap());
+}
+
+/* The pages of a registered block replaced (an mmap over them): the
+ * registration is retired; copies of the new pages, however small (too
+ * small to stage: passed to the driver), move the new bytes. */
+static void test_mapped_over(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned char *lo = page_up(r);
+    unsigned long before = unregisters();
+    assert_ptr_equal(mmap(lo, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), lo);
+    expect_no_unregister(before, "mmap(MAP_FIXED) over a registered block");
+    for (size_t n = 64 * 1024; n <= MiB; n *= 4) {
+        char what[96];
+        snprintf(what, sizeof what, "a copy of %zu bytes of new pages mapped over a registered block", n);
+        round_trip(lo + MiB - n, n, what);
+        round_trip(lo, n, what);
+    }
+    round_trip(r, BLK, "a block with new pages mapped over a part");
+    free(r);
+}
+
+/* A block the program made read-only in part (a guard page, a JIT's code)
+ * and freed as it is, as glibc allows: the next malloc of its size gets
+ * memory it can write, all of it. */
+static void test_protected_block_freed(void **s)
+{
+    (void)s;
+    for (int registered = 0; registered < 2; registered++) {
+        uint64_t salt;
+        unsigned char *r = registered ? registered_block(BLK, &salt) : malloc(BLK);
+        assert_non_null(r);
+        unsigned char *guard = page_up(r) + BLK / 2;
+        assert_int_equal(mprotect(guard, PAGE, PROT_READ), 0);
+        free(r);
+        unsigned char *q = malloc(BLK);
+        assert_non_null(q);
+        memset(q, 0x5A, BLK); /* a fault here: a read-only page given out again */
+        round_trip(q, BLK, "a block malloc gave after one with a read-only page was freed");
+        free(q);
+        CK(D.CtxSynchronize());
+    }
+}
+
+/* realloc of a registered block: moved by a copy (it keeps its bytes), no
+ * unregistration; the old block is kept registered. */
 static void test_reallocate(void **s)
 {
     (void)s;
     uint64_t salt;
-    unsigned char *r = registered_block(&salt);
-    unsigned char *q = realloc(r, 3 * N);
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned long before = unregisters();
+    unsigned char *q = realloc(r, 3 * BLK);
     assert_non_null(q);
-    expect_dropped("realloc", OWN_MALLOC);
-    t_expect_fill(q, N, salt, "realloc kept the contents");
-    unsigned char *o = malloc(N); /* may take the old address */
-    round_trip(o, N, "new memory after realloc");
-    round_trip(q, 3 * N, "the reallocated block");
+    expect_no_unregister(before, "realloc of a registered block");
+    t_expect_fill(q, BLK, salt, "realloc kept the contents");
+    round_trip(q, 3 * BLK, "the reallocated block");
+    unsigned char *o = malloc(BLK); /* may take the old block */
+    assert_non_null(o);
+    round_trip(o, BLK, "a block malloc gave after realloc");
+    q = realloc(q, BLK / 2 + 4096);
+    assert_non_null(q);
+    round_trip(q, BLK / 2 + 4096, "a block shrunk by realloc");
     free(o);
     free(q);
+    expect_no_unregister(before, "realloc and free of blocks");
 }
 
-static void test_munmap(void **s)
+/* fork(): no unregistration in the parent; the child has none of its
+ * registrations, r's bytes (salt), and writes and frees its own copy; the
+ * parent's r keeps its bytes and its registration. */
+static void fork_and_check(unsigned char *r, size_t n, uint64_t salt, const char *call)
 {
-    (void)s;
-    unsigned char *r = map(NULL, N);
-    make_registered(r, N);
-    assert_int_equal(munmap(r, N), 0);
-    expect_dropped("munmap", 1);
-    r = map(r, N);
-    round_trip(r, N, "new memory after munmap");
-    munmap(r, N);
-}
-
-/* ---- a range over registrations: only what they lack is registered ---------------- */
-/* Round trips of [r, r+n) for up to 5 s (the registrar works between them)
- * until every page of it is registered, in `want` registrations, none
- * undone meanwhile: undoing synchronises the device. */
-static void expect_registered_whole(unsigned char *r, size_t n, long want, unsigned long undone,
-                                    const char *what)
-{
-    if (!t_pinfast() || !OWN_MALLOC)
-        return;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int whole = 0;
-    do {
-        round_trip(r, n, what);
-        whole = fake_registered() == want;
-        for (size_t off = 0; off < n && whole; off += PAGE)
-            whole = fake_registered_at(r + off);
-        clock_gettime(CLOCK_MONOTONIC, &t);
-    } while (!whole && t.tv_sec - t0.tv_sec < 5);
-    if (!whole)
-        fail_msg("%s: %ld registration(s) (want %ld), not every page registered", what, fake_registered(), want);
-    if (fake_calls("cuMemHostUnregister") != undone)
-        fail_msg("%s: %lu registration(s) undone on the way", what, fake_calls("cuMemHostUnregister") - undone);
-}
-
-/* A buffer copied in growing prefixes (a benchmark's sweep, a batch that
- * grows): each longer prefix registers the pages it lacks, one registration
- * each, and goes through all of them.  2 N in all: the default cap is the
- * locked-memory limit, often 8 MiB. */
-static void test_growing_prefixes(void **s)
-{
-    (void)s;
-    unsigned char *r = map(NULL, 2 * N);
-    make_registered(r, N / 2);
-    unsigned long undone = fake_calls("cuMemHostUnregister");
-    for (size_t n = N; n <= 2 * N; n += N / 2)
-        for (int i = 0; i < 3; i++)
-            round_trip(r, n, "a longer prefix of a registration");
-    expect_registered_whole(r, 2 * N, 4, undone, "growing prefixes");
-    assert_int_equal(munmap(r, 2 * N), 0);
-    expect_dropped("munmap of a range registered in pieces", 1);
-    r = map(r, 2 * N);
-    round_trip(r, 2 * N, "new memory after munmap of a range registered in pieces");
-    munmap(r, 2 * N);
-}
-
-/* Two ranges side by side, each copied again and again, then copies across
- * both: through the two registrations, neither undone. */
-static void test_across_neighbours(void **s)
-{
-    (void)s;
-    unsigned char *r = map(NULL, 2 * N);
-    make_registered(r + N, N);
-    make_registered(r, N);
-    unsigned long undone = fake_calls("cuMemHostUnregister");
-    expect_registered_whole(r, 2 * N, 2, undone, "neighbours");
-    round_trip(r + N / 2 + 8, N, "a copy across two registrations");
-    assert_int_equal(munmap(r + N, N), 0);
-    expect_dropped("munmap of one of two neighbours", 0);
-    if (t_pinfast() && OWN_MALLOC && (fake_registered() != 1 || !fake_registered_at(r)))
-        fail_msg("munmap of one of two neighbours: %ld registration(s) left, the other's %s", fake_registered(),
-                 fake_registered_at(r) ? "among them" : "not");
-    round_trip(r, N, "the neighbour left after munmap of the other");
-    munmap(r, N);
-}
-
-static void test_mremap(void **s)
-{
-    (void)s;
-    unsigned char *r = map(NULL, N), *to = map(NULL, N);
-    make_registered(r, N);
-    uint64_t salt = t_rand();
-    t_fill(r, N, salt);
-    assert_ptr_equal(mremap(r, N, N, MREMAP_MAYMOVE | MREMAP_FIXED, to), to);
-    expect_dropped("mremap", 1);
-    t_expect_fill(to, N, salt, "the moved pages");
-    r = map(r, N);
-    round_trip(r, N, "new memory after mremap");
-    round_trip(to, N, "the moved pages");
-    munmap(r, N);
-    munmap(to, N);
-}
-
-static void test_madvise(void **s)
-{
-    (void)s;
-    unsigned char *r = map(NULL, N);
-    make_registered(r, N);
-    assert_int_equal(madvise(r, N, MADV_DONTNEED), 0);
-    expect_dropped("madvise(MADV_DONTNEED)", 1);
-    for (size_t i = 0; i < N; i += PAGE)
-        if (r[i])
-            fail_msg("anonymous memory after MADV_DONTNEED reads %d at %zu, not 0", r[i], i);
-    round_trip(r, N, "memory after MADV_DONTNEED");
-    munmap(r, N);
-}
-
-static void test_mmap_fixed(void **s)
-{
-    (void)s;
-    unsigned char *r = map(NULL, N);
-    make_registered(r, N);
-    assert_ptr_equal(mmap(r, N, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), r);
-    expect_dropped("mmap(MAP_FIXED)", 1);
-    round_trip(r, N, "new memory mapped over it");
-    munmap(r, N);
-}
-
-static void test_shmdt(void **s)
-{
-    (void)s;
-    int id = shmget(IPC_PRIVATE, N, IPC_CREAT | 0600);
-    assert_true(id >= 0);
-    unsigned char *r = shmat(id, NULL, 0);
-    assert_true(r != (void *)-1);
-    shmctl(id, IPC_RMID, NULL);
-    make_registered(r, N);
-    assert_int_equal(shmdt(r), 0);
-    expect_dropped("shmdt", 1);
-    id = shmget(IPC_PRIVATE, N, IPC_CREAT | 0600);
-    assert_true(id >= 0);
-    assert_ptr_equal(shmat(id, r, 0), r);
-    shmctl(id, IPC_RMID, NULL);
-    round_trip(r, N, "a new segment at the same address");
-    shmdt(r);
-}
-
-/* The heap's top given back with sbrk and taken again: zeros, then new data. */
-static void test_brk(void **s)
-{
-    (void)s;
-    /* room at the heap's top, so that malloc does not move the break meanwhile */
-    mallopt(M_TOP_PAD, 64 * MiB);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-    free(malloc(1));
-    size_t grow = N + 2 * PAGE;
-    char *old = sbrk((intptr_t)grow);
-    assert_true(old != (void *)-1);
-    unsigned char *r = (unsigned char *)(((uintptr_t)old + PAGE - 1) & ~(PAGE - 1));
-    make_registered(r, N);
-    assert_ptr_equal(sbrk(-(intptr_t)grow), old + grow);
-    expect_dropped("sbrk (negative)", 1);
-    assert_ptr_equal(sbrk((intptr_t)grow), old);
-    for (size_t i = 0; i < N; i += PAGE)
-        if (r[i])
-            fail_msg("the break's new pages read %d at %zu, not 0", r[i], i);
-    round_trip(r, N, "the heap's top taken again");
-    assert_ptr_equal(sbrk(-(intptr_t)grow), old + grow);
-    mallopt(M_TOP_PAD, 128 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
-}
-
-/* ---- ranges the registrar is registering ------------------------------------------ */
-/* A round trip makes r due (its 2nd sighting): the registrar registers it
- * while the next round trip runs (staged meanwhile: its bytes are checked);
- * then its memory goes: munmap and madvise wait for the registration and
- * undo it before returning. */
-static void test_while_registering(void **s)
-{
-    (void)s;
-    for (int round = 0; round < 6; round++) {
-        unsigned char *r = map(NULL, N);
-        round_trip(r, N, "a range becoming due");
-        round_trip(r, N, "a range being registered");
-        if (round & 1) {
-            assert_int_equal(munmap(r, N), 0);
-            expect_dropped("munmap while registering", 1);
-            r = map(r, N);
-        } else {
-            assert_int_equal(madvise(r, N, MADV_DONTNEED), 0);
-            expect_dropped("madvise while registering", 1);
-        }
-        round_trip(r, N, "new memory after a range being registered went");
-        munmap(r, N);
+    unsigned long before = unregisters();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (!pid) {
+        size_t bad;
+        if (t_pinfast() && fake_registered())
+            _exit(41); /* the child inherited a registration */
+        if (!t_check_fill(r, n, salt, &bad))
+            _exit(42);
+        memset(r, 0x77, n); /* the child's own copy */
+        free(r);
+        _exit(0);
     }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    expect_no_unregister(before, call);
+    t_expect_fill(r, n, salt, "the parent's memory after the child wrote its own");
+}
+
+static void test_fork(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    fork_and_check(r, BLK, salt, "fork (in the parent)");
+    if (heap() && !fake_registered_at(r))
+        fail_msg("fork undid a registration");
+    CK(D.MemcpyHtoD(dev, r, BLK));
+    t_poison(pinned, BLK);
+    CK(D.MemcpyDtoH(pinned, dev, BLK));
+    t_expect_fill(pinned, BLK, salt, "the parent's H2D after fork");
+    round_trip(r, BLK, "the parent's block after fork");
+    free(r);
+}
+
+/* fork() as the registrar registers: nothing waits for it, nothing is
+ * undone. */
+static void test_fork_registering(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(BLK);
+    assert_non_null(r);
+    round_trip(r, BLK, "a block becoming due");
+    uint64_t salt = t_rand();
+    t_fill(r, BLK, salt);
+    fork_and_check(r, BLK, salt, "fork while registering (in the parent)");
+    make_registered(r, BLK);
+    free(r);
 }
 
 /* ---- the program's own registrations ---------------------------------------------- */
+/* Over a block pinfast registered: the driver's answers without pinfast
+ * (SUCCESS, its flags, SUCCESS, then NOT_REGISTERED), answered from
+ * pinfast's registration (no driver call: none undone), which stays; an
+ * unregistration of memory the program never registered: NOT_REGISTERED. */
 static void test_own_registrations(void **s)
 {
     (void)s;
-    unsigned char *r = map(NULL, N);
-    make_registered(r, N);
-    /* inside pinfast's registration: the driver's answer without pinfast */
-    CK(D.MemHostRegister(r + PAGE, 2 * PAGE, 0));
-    round_trip(r, N, "a range the program registered a part of");
-    round_trip(r, N, "a range the program registered a part of");
-    CK(D.MemHostUnregister(r + PAGE));
-    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
-    munmap(r, N);
-    /* pinfast's registration is not the program's to undo */
-    r = map(NULL, N);
-    make_registered(r, N);
-    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
-    round_trip(r, N, "after an unregistration the driver refused");
-    /* the whole range, registered by the program over pinfast's */
-    make_registered(r, N);
-    CK(D.MemHostRegister(r, N, CU_MEMHOSTREGISTER_PORTABLE));
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned long before = unregisters();
+    CK(D.MemHostRegister(r, BLK, CU_MEMHOSTREGISTER_PORTABLE));
     unsigned flags = 0;
-    CK(D.MemHostGetFlags(&flags, r));
-    assert_int_equal(flags, CU_MEMHOSTREGISTER_PORTABLE);
-    round_trip(r, N, "the program's registration");
+    CK(D.MemHostGetFlags(&flags, r + PAGE));
+    /* (the driver reports every registration mapped, under unified addressing) */
+    assert_int_equal(flags & ~(unsigned)CU_MEMHOSTREGISTER_DEVICEMAP, CU_MEMHOSTREGISTER_PORTABLE);
+    CK_EQ(D.MemHostRegister(r, BLK, CU_MEMHOSTREGISTER_PORTABLE), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    round_trip(r, BLK, "the program's registration");
     CK(D.MemHostUnregister(r));
     CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
-    munmap(r, N);
-    expect_dropped("munmap", 1);
+    expect_no_unregister(before, "the program's cuMemHostRegister/Unregister over a registered block");
+    if (heap() && !fake_registered_at(r))
+        fail_msg("the program's registration and unregistration undid pinfast's");
+    round_trip(r, BLK, "a block after the program's registration went");
+    /* never the program's to undo */
+    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    expect_no_unregister(before, "the program's cuMemHostUnregister of a registered block it did not register");
+    /* a part of it, then the whole with other flags: the driver's answers */
+    CK(D.MemHostRegister(r + PAGE, 2 * PAGE, 0));
+    round_trip(r, BLK, "a block the program registered a part of");
+    CK(D.MemHostUnregister(r + PAGE));
+    CK_EQ(D.MemHostUnregister(r + PAGE), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CK(D.MemHostRegister(r, BLK, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+    round_trip(r, BLK, "a block the program registered");
+    CK(D.MemHostUnregister(r));
+    CK_EQ(D.MemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    free(r);
 }
 
 /* ---- the pageable copies' host semantics through a registration ------------------- */
@@ -585,64 +819,9 @@ static void test_threads(void **s)
         CK(D.MemFree(w[i].dev));
         CK(D.MemFreeHost(w[i].pinned));
     }
-    expect_released("every block freed");
 }
 
-/* ---- fork and exit ------------------------------------------------------------------ */
-/* fork(): the parent's registrations are undone first (`call` checks), the
- * child has none and r's bytes (salt), and writes and frees its own copy;
- * the parent's r keeps its bytes. */
-static void fork_and_check(unsigned char *r, uint64_t salt, const char *call)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (!pid) {
-        size_t bad;
-        if (t_pinfast() && fake_registered())
-            _exit(41); /* the child inherited a registration */
-        if (!t_check_fill(r, N, salt, &bad))
-            _exit(42);
-        memset(r, 0x77, N); /* the child's own copy */
-        free(r);
-        _exit(0);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
-    expect_dropped(call, 1);
-    t_expect_fill(r, N, salt, "the parent's memory after the child wrote its own");
-}
-
-static void test_fork(void **s)
-{
-    (void)s;
-    uint64_t salt;
-    unsigned char *r = registered_block(&salt);
-    fork_and_check(r, salt, "fork (in the parent)");
-    CK(D.MemcpyHtoD(dev, r, N));
-    t_poison(pinned, N);
-    CK(D.MemcpyDtoH(pinned, dev, N));
-    t_expect_fill(pinned, N, salt, "the parent's H2D after fork");
-    make_registered(r, N);
-    free(r);
-}
-
-/* fork() as the registrar registers: the parent waits for it and undoes it. */
-static void test_fork_registering(void **s)
-{
-    (void)s;
-    unsigned char *r = malloc(N);
-    assert_non_null(r);
-    round_trip(r, N, "a range becoming due");
-    uint64_t salt = t_rand();
-    t_fill(r, N, salt);
-    fork_and_check(r, salt, "fork while registering (in the parent)");
-    make_registered(r, N);
-    free(r);
-    expect_released("free after fork");
-}
-
+/* ---- exit ----------------------------------------------------------------------------- */
 /* A child's start: the driver and its context, h and o of n bytes on the
  * heap, d of n on the device, then `trips` checked round trips (under
  * pinfast, registered from the third).  0, or the child's exit status. */
@@ -940,30 +1119,33 @@ int main(int argc, char **argv)
         return pace_child();
     if (argc > 1 && !strcmp(argv[1], "--short-child"))
         return short_child();
+    if (argc > 1 && !strcmp(argv[1], "--reuse-child"))
+        return reuse_child();
+#define CASE(f) cmocka_unit_test_teardown(f, settle)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_free_mmapped),
-        cmocka_unit_test(test_free_heap),
-        cmocka_unit_test(test_reallocate),
-        cmocka_unit_test(test_munmap),
-        cmocka_unit_test(test_growing_prefixes),
-        cmocka_unit_test(test_across_neighbours),
-        cmocka_unit_test(test_mremap),
-        cmocka_unit_test(test_madvise),
-        cmocka_unit_test(test_mmap_fixed),
-        cmocka_unit_test(test_shmdt),
-        cmocka_unit_test(test_brk),
-        cmocka_unit_test(test_while_registering),
-        cmocka_unit_test(test_own_registrations),
-        cmocka_unit_test(test_async),
-        cmocka_unit_test(test_passed_through),
-        cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_fork),
-        cmocka_unit_test(test_fork_registering),
-        cmocka_unit_test(test_exit),
-        cmocka_unit_test(test_wait_sleeps),
-        cmocka_unit_test(test_pace_behind_work),
-        cmocka_unit_test(test_pace_behind_short_work),
-        cmocka_unit_test(test_report_saved),
+        CASE(test_mapped_never_registered),
+        CASE(test_stack_reused),
+        CASE(test_reuse_registered),
+        CASE(test_reuse_report),
+        CASE(test_kept_until_synchronized),
+        CASE(test_changed_while_registering),
+        CASE(test_free_no_unregister),
+        CASE(test_madvise),
+        CASE(test_munmap_mprotect),
+        CASE(test_mapped_over),
+        CASE(test_protected_block_freed),
+        CASE(test_reallocate),
+        CASE(test_fork),
+        CASE(test_fork_registering),
+        CASE(test_own_registrations),
+        CASE(test_async),
+        CASE(test_passed_through),
+        CASE(test_threads),
+        CASE(test_exit),
+        CASE(test_wait_sleeps),
+        CASE(test_pace_behind_work),
+        CASE(test_pace_behind_short_work),
+        CASE(test_report_saved),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -30,6 +30,7 @@ PF_API int munmap(void *p, size_t n) {
     if (!in_heap(p, n))
         return (int)syscall(SYS_munmap, p, n);
     pf_register_changed((uintptr_t)p, end_of(p, n));
+    pf_heap_altered((uintptr_t)p, end_of(p, n));
     return pf_heap_unmap((uintptr_t)p, end_of(p, n));
 }
 
@@ -45,8 +46,10 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
         pf_register_changed((uintptr_t)to, end_of(to, new_size));
     }
     int heap = in_heap(old, old_size);
-    if (heap)
+    if (heap) {
         pf_register_changed((uintptr_t)old, end_of(old, old_size));
+        pf_heap_altered((uintptr_t)old, end_of(old, old_size));
+    }
     void *r = (void *)syscall(SYS_mremap, old, old_size, new_size, flags, to);
     if (heap && r != MAP_FAILED) {
         if (r != old)
@@ -79,14 +82,18 @@ PF_API int madvise(void *p, size_t n, int advice) {
  * by the device behind the program's back: a copy then faults as it would
  * without pinfast. */
 PF_API int mprotect(void *p, size_t n, int prot) {
-    if (in_heap(p, n) && prot != (PROT_READ | PROT_WRITE))
+    if (in_heap(p, n) && prot != (PROT_READ | PROT_WRITE)) {
         pf_register_changed((uintptr_t)p, end_of(p, n));
+        pf_heap_altered((uintptr_t)p, end_of(p, n));
+    }
     return (int)syscall(SYS_mprotect, p, n, prot);
 }
 
 PF_API void *mmap(void *p, size_t n, int prot, int flags, int fd, off_t off) {
-    if ((flags & MAP_FIXED) && in_heap(p, n))
+    if ((flags & MAP_FIXED) && in_heap(p, n)) {
         pf_register_changed((uintptr_t)p, end_of(p, n));
+        pf_heap_altered((uintptr_t)p, end_of(p, n));
+    }
     if (off & 4095) { /* as glibc's: the kernel takes whole pages */
         errno = EINVAL;
         return MAP_FAILED;
@@ -101,6 +108,6 @@ PF_API void *mmap64(void *p, size_t n, int prot, int flags, int fd, off_t off) {
 PF_API void *shmat(int id, const void *p, int flags) {
     struct shmid_ds ds;
     if (p && (flags & SHM_REMAP) && pf_register_watching() && !shmctl(id, IPC_STAT, &ds) && in_heap(p, ds.shm_segsz))
-        pf_register_changed((uintptr_t)p, end_of(p, ds.shm_segsz));
+        pf_register_changed((uintptr_t)p, end_of(p, ds.shm_segsz)), pf_heap_altered((uintptr_t)p, end_of(p, ds.shm_segsz));
     return (void *)syscall(SYS_shmat, id, p, flags);
 }

@@ -32,6 +32,7 @@ struct pf_block {
     uint8_t state;        /* enum pf_block_state */
     uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
     uint8_t thp;          /* the program advised huge pages on it, or against */
+    uint8_t altered;      /* the program unmapped, remapped or protected some of it: given back when freed */
     uint8_t handed;       /* LIVE: the program's cuMemHostRegister of [hand_lo, hand_lo + hand_len) was answered from it */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
     uint8_t undoing;      /* its registration is being undone: no copy takes it, no other undo */

@@ -316,6 +316,12 @@ void pf_heap_free(void *p) {
         b->state = PF_BLOCK_HELD;
         break;
     default: /* one due is registered kept: the next fitting malloc gets it warm */
+        if (b->altered && (b->reg == PF_REG_NONE || b->reg == PF_REG_REFUSED)) {
+            b->state = PF_BLOCK_KEPT; /* its pages are not as pinfast mapped them */
+            kept_push(b);
+            pf_heap_release(b);
+            break;
+        }
         b->state = PF_BLOCK_KEPT;
         b->handed = 0;
         stats.kept_blocks++;
@@ -440,17 +446,23 @@ void pf_heap_vacated(uintptr_t lo, uintptr_t hi) {
         (void)sys_reserve(lo, hi - lo);
 }
 
-void pf_heap_advised(uintptr_t lo, uintptr_t hi) {
+/* Marks the blocks meeting [lo, hi): huge-page advice, or an alteration. */
+static void mark(uintptr_t lo, uintptr_t hi, int altered) {
     if (!clip(&lo, &hi))
         return;
     pthread_mutex_lock(&lock);
     for (uintptr_t p = lo & ~(UNIT - 1); p < hi; p += UNIT) {
         struct pf_block *b = pf_heap_find(p);
-        if (b)
+        if (b && altered)
+            b->altered = 1;
+        else if (b)
             b->thp = 1;
     }
     pthread_mutex_unlock(&lock);
 }
+
+void pf_heap_advised(uintptr_t lo, uintptr_t hi) { mark(lo, hi, 0); }
+void pf_heap_altered(uintptr_t lo, uintptr_t hi) { mark(lo, hi, 1); }
 
 int pf_heap_advisable(const void *p, size_t n) {
     if (!pf_heap_owns(p))

@@ -58,6 +58,9 @@ void pf_heap_vacated(uintptr_t lo, uintptr_t hi);
 /* The program advises transparent huge pages (or not) on [lo, hi): its
  * blocks there get no huge-page advice of pinfast's from now on. */
 void pf_heap_advised(uintptr_t lo, uintptr_t hi);
+/* The program unmapped, remapped or protected [lo, hi): its blocks there
+ * are given back when freed, never kept for reuse. */
+void pf_heap_altered(uintptr_t lo, uintptr_t hi);
 /* Whether [p, p+n) lies in one live block on which the program gave no
  * huge-page advice of its own (memory/fresh.c may advise it). */
 int pf_heap_advisable(const void *p, size_t n);

@@ -283,13 +283,30 @@ static void guard_one(struct pf_block *b, void *arg) {
     *(int *)arg |= b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING;
 }
 
+/* A retired registration over the range: the driver would move its old
+ * pages (lock held). */
+static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
+    size_t n;
+    struct pf_block *all = pf_heap_blocks(&n);
+    for (size_t i = 0; i < n; i++)
+        if (all[i].reg == PF_REG_STALE && all[i].base < hi && lo < all[i].base + all[i].reg_len)
+            return &all[i];
+    return NULL;
+}
+
 int pf_register_guard(const void *p, size_t n) {
-    if (!n || !pf_register_watching() || !pf_heap_meets((uintptr_t)p, (uintptr_t)p + n))
+    uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+    if (!n || !pf_register_watching() || !pf_heap_meets(lo, hi))
         return 0;
     int touched = 0;
     pf_heap_lock();
-    each_meeting((uintptr_t)p, (uintptr_t)p + n, guard_one, &touched);
+    each_meeting(lo, hi, guard_one, &touched);
     stats.guarded += touched;
+    /* the one device wait pinfast adds of its own: a copy the driver makes
+     * over memory the program changed under a registration (rare: a small
+     * or unstaged copy right after munmap, madvise or mprotect of a block) */
+    for (struct pf_block *b; (b = stale_meeting(lo, hi));)
+        undo(b);
     pf_heap_unlock();
     return touched;
 }

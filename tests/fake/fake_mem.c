@@ -19,8 +19,9 @@
  * threads go on writing them (the program, its allocator, a registering
  * thread's neighbours): so the pages are write-protected while they move,
  * and a thread writing to them waits until they have moved, then writes
- * again (`moving`).  (Unlike the real pages, the memfd is shared with a forked child,
- * and MADV_DONTNEED keeps its contents.)  Memory
+ * again (`moving`).  A forked child gets its own copy of the pages, as from
+ * the kernel, and none of the registrations.  (Unlike the real pages,
+ * MADV_DONTNEED keeps the memfd's contents.)  Memory
  * belongs to the context it was allocated in and goes with it.  Pinned
  * allocation and freeing are potentially unsafe during a capture
  * (fake_capture_prohibit).
@@ -740,6 +741,41 @@ FAKE_API CUresult cuMemHostUnregister(void *p)
     atomic_fetch_sub(&registered_now, 1);
     return CUDA_SUCCESS;
 }
+
+/* A forked child, as the kernel makes it: it gets its own copy of pages a
+ * registration pins (the memfd here would be shared with the parent), and
+ * none of the parent's registrations (its CUDA state is the parent's).  A
+ * registration or unregistration under way on another thread is waited
+ * for (its pages are moving), as the kernel's fork waits for the lock. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&mem_lock);
+    pthread_mutex_lock(&move_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&move_lock);
+    pthread_mutex_unlock(&mem_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&move_lock);
+    size_t kept = 0;
+    for (size_t i = 0; i < ntab; i++) {
+        if (tab[i].kind != MEM_REGISTERED) {
+            tab[kept++] = tab[i];
+            continue;
+        }
+        unpin(&tab[i]);
+        atomic_fetch_sub(&registered_now, 1);
+    }
+    ntab = kept;
+    pthread_mutex_unlock(&mem_lock);
+}
+
+__attribute__((constructor)) static void fork_model(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
 
 /* Test hook: registrations held now (made in the process, not undone). */
 FAKE_API long fakecuda_registered(void)
