@@ -9,6 +9,7 @@
 #include "../memory/hostmap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static struct pf_context *contexts[MAX_CONTEXTS];
 static int ncontexts;  /* records made, live or not */
@@ -102,18 +103,22 @@ struct pf_context *pf_context_of(CUstream stream, int slots) {
         for (int i = 0; i < ncontexts && !c; i++) /* a destroyed context's record */
             if (!contexts[i]->id)
                 c = contexts[i];
-        if (!c && ncontexts < MAX_CONTEXTS && (c = calloc(1, sizeof *c))) {
-            contexts[ncontexts] = c;
-            __atomic_store_n(&ncontexts, ncontexts + 1, __ATOMIC_RELEASE);
-        } else if (!c) {
+        int fresh = !c && ncontexts < MAX_CONTEXTS && (c = calloc(1, sizeof *c));
+        if (!c)
             pf_msg_once(warned_contexts, PF_WARNING,
                         "more than %d CUDA contexts at once; copies in new ones pass through", MAX_CONTEXTS);
-        }
         if (c) {
-            *c = (struct pf_context){.handle = ctx};
+            /* all but the id, which other threads' find() reads meanwhile:
+             * it is the first member, and is stored last */
+            struct pf_context init = {.handle = ctx};
+            memcpy((char *)c + sizeof c->id, (char *)&init + sizeof c->id, sizeof *c - sizeof c->id);
             pthread_mutex_init(&c->lock, NULL);
             pf_bounce_init(&c->bounce);
             __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+        }
+        if (fresh) { /* published once made */
+            contexts[ncontexts] = c;
+            __atomic_store_n(&ncontexts, ncontexts + 1, __ATOMIC_RELEASE);
         }
     }
     if (c && slots && !c->slotted)
