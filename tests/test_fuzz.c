@@ -325,6 +325,13 @@ static int pick_stream(int ptds, int allow_legacy)
     }
 }
 
+/* PINFAST_ASYNC_D2H=1 in both children: the program is made for its semantics */
+static int async_d2h(void)
+{
+    const char *v = getenv("PINFAST_ASYNC_D2H");
+    return v && !strcmp(v, "1");
+}
+
 /* what a copy's operands need before it, and leave behind after it */
 static void copy_model(struct gen *g, struct op *o, int before)
 {
@@ -350,8 +357,9 @@ static void copy_model(struct gen *g, struct op *o, int before)
                 int done;
                 if (sync)
                     done = hostsync && !d2d;
-                else
-                    done = one_d && pageable;   /* consumed / in place at return */
+                else /* consumed / in place at return; with PINFAST_ASYNC_D2H=1 (docs/options.md) an
+                      * asynchronous D2H lands on its stream, and the program waits for it */
+                    done = one_d && pageable && !(side == 1 && async_d2h());
                 if (!done)
                     g->pend[b] |= 1u << s;
             }

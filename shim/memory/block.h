@@ -36,6 +36,7 @@ struct pf_block {
     uint8_t handed;       /* LIVE: the program's cuMemHostRegister of [hand_lo, hand_lo + hand_len) was answered from it */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
     uint8_t undoing;      /* its registration is being undone: no copy takes it, no other undo */
+    uint32_t gen;         /* bumped as the record is given back: one who waited knows it is another block's now */
     int refs;             /* copies through its registration under way, and its registering */
     unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen */
     unsigned settles;     /* KEPT and registered: settles seen since */

@@ -211,7 +211,7 @@ void pf_heap_release(struct pf_block *b) {
     memset(&unit_map[at], 0, b->units * sizeof *unit_map);
     give_units(at, b->units);
     uint32_t i = index_of(b);
-    *b = (struct pf_block){.next = free_rec};
+    *b = (struct pf_block){.next = free_rec, .gen = b->gen + 1};
     free_rec = i;
     stats.released++;
 }
@@ -261,7 +261,7 @@ static struct pf_block *fresh(size_t need, uint32_t off) {
     uint32_t i = free_rec ? free_rec : ++nrec;
     struct pf_block *b = &blocks[i - 1];
     free_rec = free_rec ? b->next : 0;
-    *b = (struct pf_block){.base = base, .size = need, .units = units, .user_off = off};
+    *b = (struct pf_block){.base = base, .size = need, .units = units, .user_off = off, .gen = b->gen};
     for (uint32_t u = 0; u < units; u++)
         unit_map[at + u] = i;
     stats.served++;

@@ -88,15 +88,23 @@ static CUresult driver(struct pf_block *b, int reg) {
     return r;
 }
 
-/* Undoes b's registration once the copies through it ended (lock held;
- * dropped meanwhile). */
-static void undo(struct pf_block *b) {
-    while (b->reg == PF_REG_MAKING || b->refs || b->undoing)
+/* Undoes b's registration once the copies through it ended, if `still`
+ * (NULL: always) holds of it then: the lock is dropped while waiting, and
+ * meanwhile the block may be given out again, registered again, handed to
+ * the program, or given back and its record reused (lock held; dropped
+ * meanwhile). */
+static void undo(struct pf_block *b, int (*still)(const struct pf_block *)) {
+    uint32_t gen = b->gen;
+    while (b->gen == gen && (b->reg == PF_REG_MAKING || b->refs || b->undoing))
         pf_heap_wait(&released);
-    if (!holds(b->reg))
+    if (b->gen != gen || !holds(b->reg) || (still && !still(b)))
         return;
     b->undoing = 1;
     CUresult r = driver(b, 0);
+    if (b->gen != gen) { /* given back meanwhile (its context destroyed) */
+        pthread_cond_broadcast(&released);
+        return;
+    }
     b->undoing = 0;
     if (r != CUDA_SUCCESS)
         pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", b->reg_len, (void *)b->base, (int)r);
@@ -283,6 +291,8 @@ static void guard_one(struct pf_block *b, void *arg) {
     *(int *)arg |= b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING;
 }
 
+static int stale(const struct pf_block *b) { return b->reg == PF_REG_STALE; }
+
 /* A retired registration over the range: the driver would move its old
  * pages (lock held). */
 static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
@@ -306,7 +316,7 @@ int pf_register_guard(const void *p, size_t n) {
      * over memory the program changed under a registration (rare: a small
      * or unstaged copy right after munmap, madvise or mprotect of a block) */
     for (struct pf_block *b; (b = stale_meeting(lo, hi));)
-        undo(b);
+        undo(b, stale);
     pf_heap_unlock();
     return touched;
 }
@@ -356,9 +366,10 @@ int pf_register_handed_flags(uintptr_t p, unsigned *flags) {
  * undone first where it holds pages (lock held). */
 static void to_program(struct pf_block *b, void *arg) {
     (void)arg;
+    uint32_t gen = b->gen;
     if (b->reg == PF_REG_MAKING || holds(b->reg))
-        undo(b);
-    if (b->state != PF_BLOCK_UNUSED)
+        undo(b, NULL);
+    if (b->gen == gen && b->state == PF_BLOCK_LIVE) /* not freed meanwhile by another thread */
         set_reg(b, PF_REG_PROGRAM);
 }
 
@@ -393,8 +404,11 @@ int pf_register_program(void *p, size_t n, unsigned flags, CUresult *r) {
 
 static void from_program(struct pf_block *b, void *arg) {
     (void)arg;
-    if (b->reg == PF_REG_PROGRAM)
-        set_reg(b, PF_REG_NONE);
+    if (b->reg != PF_REG_PROGRAM)
+        return;
+    set_reg(b, PF_REG_NONE);
+    if (b->state == PF_BLOCK_HELD)
+        pf_heap_release(b);
 }
 
 /* A refused registration leaves the blocks to pinfast again; one made
@@ -438,16 +452,26 @@ void pf_register_program_undone(void *p, CUresult r) {
     pf_heap_unlock();
 }
 
-/* A block to undo at a settle: retired, or kept unused since the previous
- * settle (lock held). */
+/* Whether a settle undoes b's registration: retired, or kept unused since
+ * the previous settle. */
+static int to_settle(const struct pf_block *b) {
+    return b->reg == PF_REG_STALE || (b->state == PF_BLOCK_KEPT && b->reg == PF_REG_LIVE && b->settles >= 2);
+}
+
+/* Whether a settle gives b back: kept or held, not registered (a held one
+ * undone by a guard, refused or orphaned meanwhile). */
+static int to_release(const struct pf_block *b) {
+    return (b->state == PF_BLOCK_KEPT || b->state == PF_BLOCK_HELD) && !b->undoing &&
+           (b->reg == PF_REG_NONE || b->reg == PF_REG_REFUSED) && (b->state == PF_BLOCK_HELD || b->settles >= 2);
+}
+
+/* A block to undo or give back at a settle (lock held). */
 static struct pf_block *settling(void) {
     size_t n;
     struct pf_block *all = pf_heap_blocks(&n);
-    for (size_t i = 0; i < n; i++) {
-        struct pf_block *b = &all[i];
-        if (b->reg == PF_REG_STALE || (b->state == PF_BLOCK_KEPT && b->reg == PF_REG_LIVE && b->settles >= 2))
-            return b;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (to_settle(&all[i]) || (all[i].state == PF_BLOCK_HELD && to_release(&all[i])))
+            return &all[i];
     return NULL;
 }
 
@@ -460,9 +484,13 @@ void pf_register_settle(void) {
     for (size_t i = 0; i < n; i++)
         all[i].settles += all[i].state == PF_BLOCK_KEPT && all[i].reg == PF_REG_LIVE;
     for (struct pf_block *b; (b = settling());) {
-        undo(b);
-        if (b->state == PF_BLOCK_KEPT || b->state == PF_BLOCK_HELD)
+        uint32_t gen = b->gen;
+        if (to_settle(b))
+            undo(b, to_settle); /* not if it was given out again meanwhile */
+        if (b->gen == gen && to_release(b))
             pf_heap_release(b);
+        else if (b->gen == gen && to_settle(b))
+            break; /* (not undone: its driver call failed; the next settle tries again) */
     }
     pf_heap_unlock();
 }
@@ -505,7 +533,7 @@ static void unregister_all_at_exit(void) {
         if (all[i].reg == PF_REG_DUE)
             set_reg(&all[i], PF_REG_NONE);
         if (all[i].reg == PF_REG_MAKING || holds(all[i].reg))
-            undo(&all[i]);
+            undo(&all[i], NULL);
     }
     pf_heap_unlock();
     if (running)
@@ -556,6 +584,7 @@ void pf_register_stats(struct pf_register_stats *out) {
     *out = stats;
     out->live_bytes = held_bytes;
     out->peak_bytes = peak_bytes;
+    uint64_t ticks = register_ticks; /* written under the lock (driver()) */
     pf_heap_unlock();
     size_t n = 0;
     out->live = 0;
@@ -569,5 +598,5 @@ void pf_register_stats(struct pf_register_stats *out) {
     out->heap_released = h.released;
     out->kept_bytes = h.kept_bytes;
     out->peak_kept_bytes = h.peak_kept_bytes;
-    out->register_seconds = (double)pf_ticks_to_ns(register_ticks) * 1e-9;
+    out->register_seconds = (double)pf_ticks_to_ns(ticks) * 1e-9;
 }
