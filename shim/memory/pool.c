@@ -112,6 +112,16 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     free(stale);
 }
 
+/* The blocks of the list `trim` go back to the driver (lock not held). */
+static void give_back(struct pinned_block *trim) {
+    while (trim) {
+        struct pinned_block *o = trim;
+        trim = o->next;
+        PF_CALL(cuMemFreeHost, o->p);
+        free(o);
+    }
+}
+
 int pf_pool_free(void *p, CUresult *result) {
     pthread_mutex_lock(&lock);
     struct pinned_block *b = find(p);
@@ -163,12 +173,7 @@ int pf_pool_free(void *p, CUresult *result) {
     if (stats.idle_bytes > stats.peak_idle_bytes)
         stats.peak_idle_bytes = stats.idle_bytes;
     pthread_mutex_unlock(&lock);
-    while (trim) {
-        struct pinned_block *o = trim;
-        trim = o->next;
-        PF_CALL(cuMemFreeHost, o->p);
-        free(o);
-    }
+    give_back(trim);
     *result = CUDA_SUCCESS;
     return 1;
 }
@@ -198,12 +203,7 @@ void pf_pool_settle(void) {
         stats.trimmed++;
     }
     pthread_mutex_unlock(&lock);
-    while (trim) {
-        struct pinned_block *o = trim;
-        trim = o->next;
-        PF_CALL(cuMemFreeHost, o->p);
-        free(o);
-    }
+    give_back(trim);
 }
 
 void pf_pool_stats(struct pf_pool_stats *out) {
