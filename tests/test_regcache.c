@@ -225,10 +225,24 @@ static void check_block(void *p, size_t n, const char *what)
     pf_heap_unlock();
 }
 
+/* Whether [p, p+n) is a registration of the program's that pinfast
+ * answered from its own, being undone: pinfast makes it with the driver
+ * for the program, the program's from then on. */
+static int handed_over(void *p, size_t n)
+{
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    int over = 0;
+    for (int i = 0; b && b->undoing && i < b->nhands; i++)
+        over |= b->hand[i].lo == (uintptr_t)p && b->hand[i].len == n;
+    pf_heap_unlock();
+    return over;
+}
+
 static CUresult stub_register(void *p, size_t n, unsigned flags)
 {
     uintptr_t lo = (uintptr_t)p & ~(PAGE - 1), hi = ((uintptr_t)p + n + PAGE - 1) & ~(PAGE - 1);
-    int prog = program;
+    int prog = program || handed_over(p, n);
     if (!prog) {
         if (flags != HOST_FLAGS)
             failed("pinfast registered %p with flags %#x: the program's cannot be answered from it", p, flags);
@@ -326,7 +340,7 @@ static CUresult program_register(void *p, size_t n, unsigned flags, int *answere
         r = stub_register(p, n, flags);
         program = 0;
     }
-    pf_register_program_result(p, n, r);
+    pf_register_program_result(p, n, flags, r);
     return r;
 }
 
@@ -1150,6 +1164,155 @@ static void test_undo_exclusive(void **s)
     settle_all();
 }
 
+/* Registrations of the program's sharing no page, in one registered block:
+ * each answered from pinfast's (SUCCESS, its own flags), one sharing a page
+ * with another refused as the driver refuses it, each undone by its own
+ * cuMemHostUnregister; no driver call.  Past the room kept for them, the
+ * driver answers: pinfast's registration is undone, those answered from it
+ * made with the driver, and every one of them is still the program's to
+ * undo, after which the block is pinfast's again. */
+static void test_program_registrations_share_block(void **s)
+{
+    (void)s;
+    unsigned char *p = registered_block(2 * N);
+    long made = atomic_load(&registers), undone = atomic_load(&unregisters);
+    int answered, count = PF_HANDS + 2;
+    unsigned flags = 0;
+    /* each [(4i+1) pages, (4i+2) pages + 8): two pages, three apart */
+    for (int i = 0; i < PF_HANDS; i++) {
+        assert_int_equal(program_register(p + (4 * i + 1) * PAGE, PAGE + 8, (unsigned)i & 1, &answered), CUDA_SUCCESS);
+        assert_true(answered);
+    }
+    assert_int_equal(program_register(p + 2 * PAGE + 100, 16, 0, &answered), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert_true(answered);
+    assert_true(pf_register_handed_flags((uintptr_t)p + 5 * PAGE, &flags));
+    assert_int_equal(flags, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    assert_false(pf_register_handed_flags((uintptr_t)p + 3 * PAGE, &flags));
+    assert_true(pf_register_owns((uintptr_t)p + 3 * PAGE));
+    assert_int_equal(program_unregister(p + 5 * PAGE, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(program_unregister(p + 5 * PAGE, &answered), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_int_equal(program_register(p + 5 * PAGE, PAGE + 8, 1, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(atomic_load(&registers), made);
+    assert_int_equal(atomic_load(&unregisters), undone);
+    /* past the room: the driver's answers from now on */
+    for (int i = PF_HANDS; i < count; i++) {
+        assert_int_equal(program_register(p + (4 * i + 1) * PAGE, PAGE + 8, 0, &answered), CUDA_SUCCESS);
+        assert_false(answered);
+    }
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    assert_false(stub_has(block_base(p)));
+    assert_int_equal(stub_count(), count);
+    for (int i = 0; i < count; i++) {
+        assert_int_equal(program_unregister(p + (4 * i + 1) * PAGE, &answered), CUDA_SUCCESS);
+        assert_false(answered);
+    }
+    assert_int_equal(stub_count(), 0);
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find((uintptr_t)p);
+    int reg = b->reg;
+    pf_heap_unlock();
+    assert_int_equal(reg, PF_REG_NONE);
+    pf_heap_free(p);
+    settle_all();
+}
+
+/* The program's registration answered from pinfast's stays while the
+ * program has it: not undone by settles after a change under it (an
+ * madvise), nor by a copy passed to the driver within it; a copy passed
+ * to the driver over the rest of the block undoes pinfast's, the
+ * program's made with the driver; its cuMemHostUnregister then succeeds. */
+static void test_program_registration_retired(void **s)
+{
+    (void)s;
+    unsigned char *p = registered_block(2 * N);
+    long undone = atomic_load(&unregisters);
+    int answered;
+    assert_int_equal(program_register(p, N, 0, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    pf_register_changed((uintptr_t)p + N, (uintptr_t)p + N + PAGE);
+    settle();
+    settle();
+    allowed = 1;
+    pf_register_guard(p + PAGE, 64);
+    allowed = 0;
+    assert_int_equal(atomic_load(&unregisters), undone);
+    assert_true(stub_has(block_base(p)));
+    assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    settle();
+    assert_false(stub_has(block_base(p)));
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+
+    p = registered_block(2 * N);
+    undone = atomic_load(&unregisters);
+    assert_int_equal(program_register(p, N, 0, &answered), CUDA_SUCCESS);
+    pf_register_changed((uintptr_t)p + N, (uintptr_t)p + N + PAGE);
+    allowed = 1;
+    pf_register_guard(p + N + PAGE, 64);
+    allowed = 0;
+    assert_int_equal(atomic_load(&unregisters), undone + 1);
+    assert_false(stub_has(block_base(p)));
+    assert_int_equal(stub_count(), 1);
+    assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
+    assert_false(answered);
+    assert_int_equal(stub_count(), 0);
+    pf_heap_free(p);
+    settle_all();
+}
+
+/* A block freed while the program's registration answered from pinfast's
+ * holds it: no malloc gets it; the program's cuMemHostUnregister after
+ * the free succeeds, as the driver's would; the next settle gives it back. */
+static void test_program_registration_freed_first(void **s)
+{
+    (void)s;
+    unsigned char *p = registered_block(N);
+    int answered;
+    assert_int_equal(program_register(p, N, 0, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    pf_heap_free(p);
+    unsigned char *q = pf_heap_alloc(N, 16, 0);
+    assert_ptr_not_equal(q, p);
+    pf_heap_free(q);
+    assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    settle();
+    assert_false(stub_has(block_base(p)));
+    settle_all();
+}
+
+/* A block refused at the cap is tried again for its next owner, once a
+ * settle made room. */
+static void test_refused_next_owner(void **s)
+{
+    (void)s;
+    const size_t n = 2 * MiB; /* three such blocks pass the 6 MiB cap */
+    unsigned char *a = registered_block(n), *b = registered_block(n);
+    unsigned char *c = pf_heap_alloc(n, 16, 1);
+    struct range r = {c, n};
+    for (int i = 0; i < 4; i++)
+        assert_false(direct(&r));
+    assert_true(t_await(heard_back, c));
+    struct pf_register_stats st;
+    pf_register_stats(&st);
+    assert_true(st.over_cap > 0);
+    pf_heap_free(c);
+    pf_heap_free(b);
+    settle();
+    settle();
+    assert_false(stub_has(block_base(b)));
+    unsigned char *d = pf_heap_alloc(n, 16, 0);
+    assert_ptr_equal(d, c);
+    r.p = d;
+    if (!t_await(direct, &r))
+        fail_msg("a block refused at the cap was not registered for its next owner, with room under the cap");
+    pf_heap_free(d);
+    pf_heap_free(a);
+    settle_all();
+}
+
 /* ---- at exit: pinfast's handler undoes what is left --------------------------------- */
 static unsigned char *leftover;
 
@@ -1187,6 +1350,10 @@ int main(void)
         cmocka_unit_test_setup(test_context_gone_while_registering, fresh_start),
         cmocka_unit_test_setup(test_free_due, fresh_start),
         cmocka_unit_test_setup(test_undo_exclusive, fresh_start),
+        cmocka_unit_test_setup(test_program_registrations_share_block, fresh_start),
+        cmocka_unit_test_setup(test_program_registration_retired, fresh_start),
+        cmocka_unit_test_setup(test_program_registration_freed_first, fresh_start),
+        cmocka_unit_test_setup(test_refused_next_owner, fresh_start),
         cmocka_unit_test_setup(test_exit_leftover, fresh_start),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);

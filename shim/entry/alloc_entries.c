@@ -73,7 +73,7 @@ static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned
  * driver call), else from the driver, pinfast's registrations over the
  * range undone first where they would change its answer. */
 static CUresult host_register(void *p, size_t n, unsigned flags, CUresult r) {
-    pf_register_program_result(p, n, r);
+    pf_register_program_result(p, n, flags, r);
     if (r == CUDA_SUCCESS)
         pf_hostmap_add(p, n, PF_MEM_PINNED, flags);
     return r;

@@ -11,17 +11,20 @@
 #include <stdint.h>
 
 /* LIVE: the program's.  KEPT: freed, kept for reuse.  HELD: freed while a
- * registration nobody may use still holds its pages (STALE, PROGRAM):
- * given back only once that is undone. */
+ * registration still holds its pages (STALE, PROGRAM, or one the program
+ * registered some of): given back only once that is undone. */
 enum pf_block_state { PF_BLOCK_UNUSED, PF_BLOCK_LIVE, PF_BLOCK_KEPT, PF_BLOCK_HELD };
 
 /* NONE: not registered.  DUE: the registrar registers it next.  MAKING:
  * being registered.  LIVE: registered, copies go through it.  STALE:
  * registered, but the program changed the memory under it (madvise,
  * munmap, mprotect...): no copy uses it; undone where the program waits
- * for its context, or at exit.  REFUSED: the driver would not.  PROGRAM:
- * the program registered some of it itself: pinfast keeps off. */
+ * for its context, or at exit.  REFUSED: the driver would not, or the cap
+ * (until its next owner).  PROGRAM: the program registered some of it
+ * itself, through the driver: pinfast keeps off. */
 enum pf_block_reg { PF_REG_NONE, PF_REG_DUE, PF_REG_MAKING, PF_REG_LIVE, PF_REG_STALE, PF_REG_REFUSED, PF_REG_PROGRAM };
+
+#define PF_HANDS 8
 
 struct pf_block {
     uintptr_t base;       /* the mapping's start, 2 MiB aligned */
@@ -33,16 +36,20 @@ struct pf_block {
     uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
     uint8_t thp;          /* the program advised huge pages on it, or against */
     uint8_t altered;      /* the program unmapped, remapped or protected some of it: given back when freed */
-    uint8_t handed;       /* LIVE: the program's cuMemHostRegister of [hand_lo, hand_lo + hand_len) was answered from it */
+    uint8_t nhands;       /* the program's registrations over it, hand[0, nhands) */
+    uint16_t hands_lost;  /* PROGRAM: registrations of the program's past hand[]'s room */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
     uint8_t undoing;      /* its registration is being undone: no copy takes it, no other undo */
     uint32_t gen;         /* bumped as the record is given back: one who waited knows it is another block's now */
     int refs;             /* copies through its registration under way, and its registering */
-    unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen */
+    unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen, by any owner: a loop's
+                           * buffer freed and allocated again each step is copied again and again */
     unsigned settles;     /* KEPT and registered: settles seen since */
-    unsigned hand_flags;
-    uintptr_t hand_lo;
-    size_t hand_len;
+    /* The program's own registrations over the block: answered from
+     * pinfast's registration while it is LIVE or STALE (no driver call),
+     * the driver's own while PROGRAM.  A registration may reach past the
+     * block (PROGRAM only). */
+    struct pf_hand { uintptr_t lo; size_t len; unsigned flags; } hand[PF_HANDS];
     uint64_t kept_at;     /* when kept (the oldest goes first) */
     uint32_t prev, next;  /* the kept list, oldest first, by index + 1 */
     uint32_t cprev, cnext; /* the kept blocks of its size class */

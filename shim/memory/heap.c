@@ -283,6 +283,8 @@ void *pf_heap_alloc(size_t n, size_t align, int zero) {
     if (b) {
         kept_pull(b);
         stats.reused++;
+        if (b->reg == PF_REG_REFUSED) /* over the cap then, perhaps not now */
+            b->reg = PF_REG_NONE;
     } else {
         b = fresh(need, off);
     }
@@ -311,19 +313,13 @@ void pf_heap_free(void *p) {
     pthread_mutex_lock(&lock);
     struct pf_block *b = live(p, "free");
     stats.live_bytes -= b->size;
-    switch (b->reg) {
-    case PF_REG_STALE: case PF_REG_PROGRAM: /* pages the driver still holds */
-        b->state = PF_BLOCK_HELD;
-        break;
-    default: /* one due is registered kept: the next fitting malloc gets it warm */
-        if (b->altered && (b->reg == PF_REG_NONE || b->reg == PF_REG_REFUSED)) {
-            b->state = PF_BLOCK_KEPT; /* its pages are not as pinfast mapped them */
-            kept_push(b);
-            pf_heap_release(b);
-            break;
-        }
+    if (b->reg == PF_REG_STALE || b->reg == PF_REG_PROGRAM || b->nhands) {
+        b->state = PF_BLOCK_HELD; /* pages the driver still holds, for pinfast or the program */
+    } else if (b->altered && warm(b)) {
+        b->state = PF_BLOCK_HELD; /* its pages are not as pinfast mapped them */
+        pf_heap_release(b);
+    } else { /* one due is registered kept: the next fitting malloc gets it warm */
         b->state = PF_BLOCK_KEPT;
-        b->handed = 0;
         stats.kept_blocks++;
         kept_push(b);
         /* warm blocks within PINFAST_HEAP_KEEP, the oldest given back first */

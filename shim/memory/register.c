@@ -8,7 +8,7 @@
  * cuMemHostRegister over a block whose registration would change the
  * driver's answer. */
 #include "register.h"
-#include "block.h"
+#include "register_state.h"
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/options.h"
@@ -20,8 +20,6 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
-#define HOST_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
 
 int pf_register_watch_;
 static int watched;                 /* blocks DUE, MAKING, LIVE or STALE */
@@ -50,27 +48,24 @@ static size_t cap(void) {
 }
 
 static int counted(int reg) { return reg == PF_REG_DUE || reg == PF_REG_MAKING || reg == PF_REG_LIVE || reg == PF_REG_STALE; }
-static int holds(int reg) { return reg == PF_REG_MAKING || reg == PF_REG_LIVE || reg == PF_REG_STALE; }
 
 /* Every change of a block's registration goes through here: the counts
  * and the hooks' flag follow (lock held). */
-static void set_reg(struct pf_block *b, int reg) {
+void pf_reg_set(struct pf_block *b, int reg) {
     watched += counted(reg) - counted(b->reg);
-    if (holds(reg) && !holds(b->reg))
+    if (pf_reg_holds(reg) && !pf_reg_holds(b->reg))
         held_bytes += b->reg_len;
-    else if (!holds(reg) && holds(b->reg))
+    else if (!pf_reg_holds(reg) && pf_reg_holds(b->reg))
         held_bytes -= b->reg_len;
     peak_bytes = held_bytes > peak_bytes ? held_bytes : peak_bytes;
     b->reg = (uint8_t)reg;
     __atomic_store_n(&pf_register_watch_, watched != 0, __ATOMIC_RELAXED);
 }
 
-/* Registers b's pages (`reg`) or unregisters them, in b's context,
- * relaxed: a capture on another thread must not be invalidated by it (lock
- * held; dropped meanwhile). */
-static CUresult driver(struct pf_block *b, int reg) {
-    uintptr_t base = b->base;
-    size_t size = b->reg_len;
+/* Registers [p, p+n) with `flags` (`reg`) or unregisters p, in b's
+ * context, relaxed: a capture on another thread must not be invalidated by
+ * it (lock held; dropped meanwhile). */
+static CUresult driver_call(struct pf_block *b, int reg, uintptr_t p, size_t n, unsigned flags) {
     CUcontext ctx = b->ctx;
     pf_heap_unlock();
     uint64_t t0 = pf_ticks();
@@ -78,8 +73,7 @@ static CUresult driver(struct pf_block *b, int reg) {
     CUcontext cur = NULL;
     int pushed = PF_CALL(cuCtxGetCurrent, &cur) == CUDA_SUCCESS && cur != ctx &&
                  PF_CALL(cuCtxPushCurrent_v2, ctx) == CUDA_SUCCESS;
-    CUresult r = reg ? PF_CALL(cuMemHostRegister_v2, (void *)base, size, HOST_FLAGS)
-                     : PF_CALL(cuMemHostUnregister, (void *)base);
+    CUresult r = reg ? PF_CALL(cuMemHostRegister_v2, (void *)p, n, flags) : PF_CALL(cuMemHostUnregister, (void *)p);
     if (pushed)
         PF_CALL(cuCtxPopCurrent_v2, &cur);
     pf_capture_restore(mode);
@@ -88,16 +82,44 @@ static CUresult driver(struct pf_block *b, int reg) {
     return r;
 }
 
-/* Undoes b's registration once the copies through it ended, if `still`
- * (NULL: always) holds of it then: the lock is dropped while waiting, and
- * meanwhile the block may be given out again, registered again, handed to
- * the program, or given back and its record reused (lock held; dropped
- * meanwhile). */
-static void undo(struct pf_block *b, int (*still)(const struct pf_block *)) {
+/* pinfast's registration of b, made or undone. */
+static CUresult driver(struct pf_block *b, int reg) {
+    return driver_call(b, reg, b->base, b->reg_len, PF_REG_HOST_FLAGS);
+}
+
+/* b's registration was undone: the program's registrations answered from
+ * it are made with the driver, the block the program's from now on (lock
+ * held; dropped meanwhile): 0 when the block was given back meanwhile.
+ * At exit they go with the rest. */
+static int hands_to_driver(struct pf_block *b) {
+    uint32_t gen = b->gen;
+    for (int i = 0; i < b->nhands && registrar_state != STOPPED;) {
+        struct pf_hand h = b->hand[i];
+        CUresult r = driver_call(b, 1, h.lo, h.len, h.flags);
+        if (b->gen != gen)
+            return 0;
+        if (r == CUDA_SUCCESS) {
+            i++;
+            continue;
+        }
+        pf_msg(PF_INFO, "the program's registration of %zu bytes at %p, made again: error %d", h.len, (void *)h.lo,
+               (int)r);
+        b->hand[i] = b->hand[--b->nhands];
+    }
+    if (registrar_state == STOPPED)
+        b->nhands = 0;
+    pf_reg_set(b, b->nhands ? PF_REG_PROGRAM : PF_REG_NONE);
+    return 1;
+}
+
+/* (register_state.h) Meanwhile the block may be given out again,
+ * registered again, handed to the program, or given back and its record
+ * reused: its generation tells. */
+void pf_reg_undo(struct pf_block *b, int (*still)(const struct pf_block *)) {
     uint32_t gen = b->gen;
     while (b->gen == gen && (b->reg == PF_REG_MAKING || b->refs || b->undoing))
         pf_heap_wait(&released);
-    if (b->gen != gen || !holds(b->reg) || (still && !still(b)))
+    if (b->gen != gen || !pf_reg_holds(b->reg) || (still && !still(b)))
         return;
     b->undoing = 1;
     CUresult r = driver(b, 0);
@@ -105,14 +127,20 @@ static void undo(struct pf_block *b, int (*still)(const struct pf_block *)) {
         pthread_cond_broadcast(&released);
         return;
     }
-    b->undoing = 0;
     if (r != CUDA_SUCCESS)
         pf_msg(PF_INFO, "cuMemHostUnregister of %zu bytes at %p: error %d", b->reg_len, (void *)b->base, (int)r);
     stats.undone++;
-    b->handed = 0;
-    set_reg(b, PF_REG_NONE);
+    if (!b->nhands)
+        pf_reg_set(b, PF_REG_NONE);
+    else if (!hands_to_driver(b))
+        gen = ~b->gen; /* (another block's record now) */
+    if (b->gen == gen)
+        b->undoing = 0;
     pthread_cond_broadcast(&released);
 }
+
+void pf_reg_wait(void) { pf_heap_wait(&released); }
+void pf_reg_count_handed(void) { stats.handed++; }
 
 /* Registers b (DUE) unless that would pass the cap: then it is staged from
  * now on (nothing registered is undone to make room: that waits for the
@@ -121,27 +149,27 @@ static void undo(struct pf_block *b, int (*still)(const struct pf_block *)) {
 static void registering(struct pf_block *b) {
     if (held_bytes + b->size > cap()) {
         stats.over_cap++;
-        set_reg(b, PF_REG_REFUSED);
+        pf_reg_set(b, PF_REG_REFUSED);
         return;
     }
     b->reg_len = b->size;
-    set_reg(b, PF_REG_MAKING);
+    pf_reg_set(b, PF_REG_MAKING);
     b->orphan = 0;
     b->refs++;
     CUresult r = driver(b, 1);
     b->refs--;
     if (r == CUDA_SUCCESS && b->orphan) { /* made in a context destroyed meanwhile: gone with it */
-        set_reg(b, PF_REG_NONE);
+        pf_reg_set(b, PF_REG_NONE);
     } else if (r == CUDA_SUCCESS) {
         stats.registered++;
         if (b->reg == PF_REG_MAKING) /* else retired meanwhile: STALE */
-            set_reg(b, PF_REG_LIVE);
+            pf_reg_set(b, PF_REG_LIVE);
         pf_msg(PF_DEBUG, "registered %zu bytes at %p", b->reg_len, (void *)b->base);
     } else {
         /* the locked-memory limit, the program's own registration made
          * meanwhile by a raw call: this block is staged from now on */
         stats.refused++;
-        set_reg(b, PF_REG_REFUSED);
+        pf_reg_set(b, PF_REG_REFUSED);
         pf_msg_once(warned, PF_INFO, "cuMemHostRegister of %zu bytes at %p: error %d; such blocks are staged",
                     b->reg_len, (void *)b->base, (int)r);
     }
@@ -193,15 +221,13 @@ static void start_registrar(void) {
     pf_heap_unlock();
 }
 
-/* The live block holding all of [p, p+n), or NULL (lock held). */
-static struct pf_block *block_of(const void *p, size_t n) {
+struct pf_block *pf_reg_block_of(const void *p, size_t n) {
     struct pf_block *b = pf_heap_find((uintptr_t)p);
     return b && b->state == PF_BLOCK_LIVE && (uintptr_t)p + n <= b->base + b->size ? b : NULL;
 }
 
-/* Whether b's registration holds [p, p+n): a block grown in place since
- * holds more than it (lock held). */
-static int registered(const struct pf_block *b, const void *p, size_t n) {
+/* (a block grown in place since its registration holds more than it) */
+int pf_reg_covers(const struct pf_block *b, const void *p, size_t n) {
     return b->reg == PF_REG_LIVE && !b->undoing && (uintptr_t)p + n <= b->base + b->reg_len;
 }
 
@@ -225,14 +251,14 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
         ctx = NULL;
     int start = 0, k = 0;
     pf_heap_lock();
-    struct pf_block *b = block_of(host, n);
-    if (b && registered(b, host, n)) {
+    struct pf_block *b = pf_reg_block_of(host, n);
+    if (b && pf_reg_covers(b, host, n)) {
         k = hold(b, host, n, h);
     } else if (b && (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING)) {
         *busy = 1;
     } else if (b && b->reg == PF_REG_NONE && sight && ++b->sightings >= (unsigned)o->reg_after && ctx) {
         b->ctx = ctx;
-        set_reg(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
+        pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
         *busy = 1;
         start = registrar_state == NONE;
         registrar_state = start ? STARTING : registrar_state;
@@ -250,8 +276,8 @@ int pf_register_await(const void *host, size_t n, struct pf_hold *h) {
         return 0;
     int k = 0;
     pf_heap_lock();
-    for (struct pf_block *b; (b = block_of(host, n)) && !k;) {
-        if (registered(b, host, n))
+    for (struct pf_block *b; (b = pf_reg_block_of(host, n)) && !k;) {
+        if (pf_reg_covers(b, host, n))
             k = hold(b, host, n, h);
         else if (b->reg == PF_REG_DUE)
             registering(b); /* as the registrar would */
@@ -276,8 +302,7 @@ void pf_register_done(struct pf_hold *h, size_t bytes) {
     pf_heap_unlock();
 }
 
-/* Calls f on every block meeting [lo, hi) (lock held). */
-static void each_meeting(uintptr_t lo, uintptr_t hi, void (*f)(struct pf_block *, void *), void *arg) {
+void pf_reg_each_meeting(uintptr_t lo, uintptr_t hi, void (*f)(struct pf_block *, void *), void *arg) {
     size_t n;
     struct pf_block *all = pf_heap_blocks(&n);
     for (size_t i = 0; i < n; i++)
@@ -287,19 +312,22 @@ static void each_meeting(uintptr_t lo, uintptr_t hi, void (*f)(struct pf_block *
 
 static void guard_one(struct pf_block *b, void *arg) {
     if (b->reg == PF_REG_DUE)
-        set_reg(b, PF_REG_NONE);
+        pf_reg_set(b, PF_REG_NONE);
     *(int *)arg |= b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING;
 }
 
 static int stale(const struct pf_block *b) { return b->reg == PF_REG_STALE; }
 
 /* A retired registration over the range: the driver would move its old
- * pages (lock held). */
+ * pages, where without pinfast it would stage the new ones (within one of
+ * the program's own registrations it would move the old ones too) (lock
+ * held). */
 static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
     size_t n;
     struct pf_block *all = pf_heap_blocks(&n);
     for (size_t i = 0; i < n; i++)
-        if (all[i].reg == PF_REG_STALE && all[i].base < hi && lo < all[i].base + all[i].reg_len)
+        if (all[i].reg == PF_REG_STALE && all[i].base < hi && lo < all[i].base + all[i].reg_len &&
+            !pf_reg_in_hand(&all[i], lo, hi))
             return &all[i];
     return NULL;
 }
@@ -310,13 +338,13 @@ int pf_register_guard(const void *p, size_t n) {
         return 0;
     int touched = 0;
     pf_heap_lock();
-    each_meeting(lo, hi, guard_one, &touched);
+    pf_reg_each_meeting(lo, hi, guard_one, &touched);
     stats.guarded += touched;
     /* the one device wait pinfast adds of its own: a copy the driver makes
      * over memory the program changed under a registration (rare: a small
      * or unstaged copy right after munmap, madvise or mprotect of a block) */
     for (struct pf_block *b; (b = stale_meeting(lo, hi));)
-        undo(b, stale);
+        pf_reg_undo(b, stale);
     pf_heap_unlock();
     return touched;
 }
@@ -325,10 +353,10 @@ static void retire(struct pf_block *b, void *arg) {
     (void)arg;
     b->sightings = 0;
     if (b->reg == PF_REG_DUE) {
-        set_reg(b, PF_REG_NONE);
+        pf_reg_set(b, PF_REG_NONE);
     } else if (b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING) {
         stats.retired++;
-        set_reg(b, PF_REG_STALE);
+        pf_reg_set(b, PF_REG_STALE);
     }
 }
 
@@ -336,126 +364,17 @@ void pf_register_changed(uintptr_t lo, uintptr_t hi) {
     if (!pf_heap_meets(lo, hi))
         return;
     pf_heap_lock();
-    each_meeting(lo, hi, retire, NULL);
+    pf_reg_each_meeting(lo, hi, retire, NULL);
     pf_heap_unlock();
 }
 
-int pf_register_owns(uintptr_t p) {
-    if (!pf_register_watching() || !pf_heap_owns((const void *)p))
-        return 0;
-    pf_heap_lock();
-    struct pf_block *b = pf_heap_find(p);
-    int owns = b && holds(b->reg) && !(b->handed && p - b->hand_lo < b->hand_len);
-    pf_heap_unlock();
-    return owns;
-}
-
-int pf_register_handed_flags(uintptr_t p, unsigned *flags) {
-    if (!pf_register_watching() || !pf_heap_owns((const void *)p))
-        return 0;
-    pf_heap_lock();
-    struct pf_block *b = pf_heap_find(p);
-    int handed = b && b->handed && p - b->hand_lo < b->hand_len;
-    if (handed) /* the driver reports every registration mapped (unified addressing) */
-        *flags = b->hand_flags | CU_MEMHOSTREGISTER_DEVICEMAP;
-    pf_heap_unlock();
-    return handed;
-}
-
-/* The program registers memory over b itself: pinfast's registration is
- * undone first where it holds pages (lock held). */
-static void to_program(struct pf_block *b, void *arg) {
-    (void)arg;
-    uint32_t gen = b->gen;
-    if (b->reg == PF_REG_MAKING || holds(b->reg))
-        undo(b, NULL);
-    if (b->gen == gen && b->state == PF_BLOCK_LIVE) /* not freed meanwhile by another thread */
-        set_reg(b, PF_REG_PROGRAM);
-}
-
-int pf_register_program(void *p, size_t n, unsigned flags, CUresult *r) {
-    uintptr_t lo = (uintptr_t)p, hi = lo + n;
-    if (!n || hi < lo || !pf_heap_meets(lo, hi))
-        return 0;
-    pf_heap_lock();
-    struct pf_block *b;
-    while ((b = block_of(p, n)) && b->reg == PF_REG_MAKING)
-        pf_heap_wait(&released);
-    /* pinfast's registration holds the range: the program's is answered
-     * from it, as the driver answers a first registration */
-    int answered = b && registered(b, p, n) && !(flags & ~(unsigned)HOST_FLAGS);
-    if (answered) {
-        if (b->handed) {
-            *r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-        } else {
-            b->handed = 1;
-            b->hand_lo = lo;
-            b->hand_len = n;
-            b->hand_flags = flags;
-            stats.handed++;
-            *r = CUDA_SUCCESS;
-        }
-    } else {
-        each_meeting(lo & ~(uintptr_t)4095, hi, to_program, NULL);
-    }
-    pf_heap_unlock();
-    return answered;
-}
-
-static void from_program(struct pf_block *b, void *arg) {
-    (void)arg;
-    if (b->reg != PF_REG_PROGRAM)
-        return;
-    set_reg(b, PF_REG_NONE);
-    if (b->state == PF_BLOCK_HELD)
-        pf_heap_release(b);
-}
-
-/* A refused registration leaves the blocks to pinfast again; one made
- * leaves them the program's for good (it may register more of them). */
-void pf_register_program_result(void *p, size_t n, CUresult r) {
-    if (r == CUDA_SUCCESS || !pf_heap_meets((uintptr_t)p, (uintptr_t)p + n))
-        return;
-    pf_heap_lock();
-    each_meeting((uintptr_t)p & ~(uintptr_t)4095, (uintptr_t)p + n, from_program, NULL);
-    pf_heap_unlock();
-}
-
-int pf_register_program_undo(void *p, CUresult *r) {
-    if (!pf_register_watching() || !pf_heap_owns(p))
-        return 0;
-    pf_heap_lock();
-    struct pf_block *b = pf_heap_find((uintptr_t)p);
-    int answered = 0;
-    if (b && b->handed && (uintptr_t)p == b->hand_lo) { /* pinfast's registration stays */
-        b->handed = 0;
-        *r = CUDA_SUCCESS;
-        answered = 1;
-    } else if (b && holds(b->reg)) { /* not the program's: the driver would undo pinfast's */
-        *r = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-        answered = 1;
-    }
-    pf_heap_unlock();
-    return answered;
-}
-
-void pf_register_program_undone(void *p, CUresult r) {
-    if (r != CUDA_SUCCESS || !pf_heap_owns(p))
-        return;
-    pf_heap_lock();
-    struct pf_block *b = pf_heap_find((uintptr_t)p);
-    if (b && b->reg == PF_REG_PROGRAM) { /* pinfast's again; a freed one goes back */
-        set_reg(b, PF_REG_NONE);
-        if (b->state == PF_BLOCK_HELD)
-            pf_heap_release(b);
-    }
-    pf_heap_unlock();
-}
-
-/* Whether a settle undoes b's registration: retired, or kept unused since
- * the previous settle. */
+/* Whether a settle undoes b's registration: retired, freed while the
+ * program's registrations held it, or kept unused since the previous
+ * settle; never while the program has a registration over it (its own
+ * cuMemHostUnregister is yet to come). */
 static int to_settle(const struct pf_block *b) {
-    return b->reg == PF_REG_STALE || (b->state == PF_BLOCK_KEPT && b->reg == PF_REG_LIVE && b->settles >= 2);
+    return !b->nhands && (b->reg == PF_REG_STALE || (b->state == PF_BLOCK_HELD && b->reg == PF_REG_LIVE) ||
+                          (b->state == PF_BLOCK_KEPT && b->reg == PF_REG_LIVE && b->settles >= 2));
 }
 
 /* Whether a settle gives b back: kept or held, not registered (a held one
@@ -486,7 +405,7 @@ void pf_register_settle(void) {
     for (struct pf_block *b; (b = settling());) {
         uint32_t gen = b->gen;
         if (to_settle(b))
-            undo(b, to_settle); /* not if it was given out again meanwhile */
+            pf_reg_undo(b, to_settle); /* not if it was given out again meanwhile */
         if (b->gen == gen && to_release(b))
             pf_heap_release(b);
         else if (b->gen == gen && to_settle(b))
@@ -510,8 +429,8 @@ void pf_register_context_gone(CUcontext ctx) {
             b->orphan = 1; /* the registrar forgets it when it hears back */
             continue;
         }
-        b->handed = 0;
-        set_reg(b, PF_REG_NONE);
+        b->nhands = 0;
+        pf_reg_set(b, PF_REG_NONE);
         if (b->state == PF_BLOCK_HELD)
             pf_heap_release(b);
     }
@@ -531,9 +450,9 @@ static void unregister_all_at_exit(void) {
     struct pf_block *all = pf_heap_blocks(&n);
     for (size_t i = 0; i < n; i++) {
         if (all[i].reg == PF_REG_DUE)
-            set_reg(&all[i], PF_REG_NONE);
-        if (all[i].reg == PF_REG_MAKING || holds(all[i].reg))
-            undo(&all[i], NULL);
+            pf_reg_set(&all[i], PF_REG_NONE);
+        if (all[i].reg == PF_REG_MAKING || pf_reg_holds(all[i].reg))
+            pf_reg_undo(&all[i], NULL);
     }
     pf_heap_unlock();
     if (running)
@@ -567,9 +486,10 @@ void pf_register_forked(void) {
     struct pf_block *all = pf_heap_blocks(&n);
     for (size_t i = 0; i < n; i++) {
         all[i].refs = 0;
-        all[i].handed = 0;
+        all[i].nhands = 0;
+        all[i].hands_lost = 0;
         all[i].undoing = 0;
-        set_reg(&all[i], PF_REG_NONE);
+        pf_reg_set(&all[i], PF_REG_NONE);
         if (all[i].state == PF_BLOCK_HELD)
             pf_heap_release(&all[i]);
     }

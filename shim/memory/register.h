@@ -64,20 +64,21 @@ int pf_register_guard(const void *p, size_t n);
  * them again; undone at the next settle. */
 void pf_register_changed(uintptr_t lo, uintptr_t hi);
 
+/* The program's own registrations (register_program.c): answered as the
+ * driver would answer them without pinfast. */
 /* 1 when p lies in a registration of pinfast's the program did not ask
  * for: still pageable memory to the program (classify.c, the queries). */
 int pf_register_owns(uintptr_t p);
 /* The flags of the program's own registration answered from pinfast's, at
  * p (0: none there). */
 int pf_register_handed_flags(uintptr_t p, unsigned *flags);
-
 /* The program's cuMemHostRegister(p, n, flags): 1 when answered here
- * (*r), from a registration of pinfast's that holds the range; 0 when the
- * driver must answer, pinfast's registrations over the range undone first
- * where they would make the driver's answer differ; then
- * pf_register_program_result(p, n, r) follows. */
+ * (*r), from a registration of pinfast's that holds the range, with no
+ * driver call; 0 when the driver must answer, pinfast's registrations over
+ * the range undone first; then pf_register_program_result(p, n, flags, r)
+ * follows. */
 int pf_register_program(void *p, size_t n, unsigned flags, CUresult *r);
-void pf_register_program_result(void *p, size_t n, CUresult r);
+void pf_register_program_result(void *p, size_t n, unsigned flags, CUresult r);
 /* The program's cuMemHostUnregister(p): 1 when answered here (*r); else
  * the driver's answer r follows to pf_register_program_undone. */
 int pf_register_program_undo(void *p, CUresult *r);

@@ -1,0 +1,49 @@
+/* A block's registration, as the cache (register.c) keeps it and the
+ * program's own registrations (register_program.c) read and change it.
+ * Private to memory/; every function is called with the heap's lock held
+ * (block.h). */
+#ifndef PINFAST_REGISTER_STATE_H
+#define PINFAST_REGISTER_STATE_H
+
+#include "block.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The flags of pinfast's registrations: a program's registration with no
+ * other flags can be answered from one. */
+#define PF_REG_HOST_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
+
+/* Whether a registration in state reg holds the block's pages. */
+static inline int pf_reg_holds(int reg) {
+    return reg == PF_REG_MAKING || reg == PF_REG_LIVE || reg == PF_REG_STALE;
+}
+
+/* Every change of a block's registration state: the counts follow. */
+void pf_reg_set(struct pf_block *b, int reg);
+/* Undoes b's registration once the copies through it ended, if `still`
+ * (NULL: always) holds of it then; the program's registrations answered
+ * from it are made with the driver instead, so that they stay (the lock is
+ * dropped meanwhile). */
+void pf_reg_undo(struct pf_block *b, int (*still)(const struct pf_block *));
+/* Waits until a registration under way is made or a copy's reference
+ * dropped (the lock is dropped meanwhile). */
+void pf_reg_wait(void);
+/* The live block holding all of [p, p+n), or NULL. */
+struct pf_block *pf_reg_block_of(const void *p, size_t n);
+/* Whether b's registration, LIVE, holds [p, p+n) for copies. */
+int pf_reg_covers(const struct pf_block *b, const void *p, size_t n);
+/* Calls f on every block meeting [lo, hi). */
+void pf_reg_each_meeting(uintptr_t lo, uintptr_t hi, void (*f)(struct pf_block *, void *), void *arg);
+/* A program's registration was answered from pinfast's (the report). */
+void pf_reg_count_handed(void);
+
+/* Whether [lo, hi) lies in one of the program's registrations over b. */
+static inline int pf_reg_in_hand(const struct pf_block *b, uintptr_t lo, uintptr_t hi) {
+    for (int i = 0; i < b->nhands; i++)
+        if (lo >= b->hand[i].lo && hi <= b->hand[i].lo + b->hand[i].len)
+            return 1;
+    return 0;
+}
+
+#endif
