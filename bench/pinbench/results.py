@@ -3,7 +3,8 @@ ratios to plain, the SLOWER and loss-mismatch marks, JSON lines and the
 markdown table.
 
 A raw run is a dict: workload, variant, run (index), rc, output (the
-workload's parsed JSON line or None), error (text), wall_s, stats_files.
+workload's parsed JSON line or None), error (text), wall_s, stats_files,
+cpu_s and maxrss_mb (the whole process's CPU time and peak RSS, each run).
 A measurement is identified within a workload by (name, direction, bytes).
 """
 import json
@@ -46,11 +47,12 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
             continue
 
         # key -> variant -> list of per-run measurement dicts
-        table, order, params = {}, [], {}
+        table, order, params, usage = {}, [], {}, {}
         for r in wruns:
             if not run_ok(r):
                 continue
             params.setdefault(r["variant"], r["output"].get("params", {}))
+            usage.setdefault(r["variant"], []).append((r.get("cpu_s"), r.get("maxrss_mb")))
             for m in r["output"]["measurements"]:
                 k = key_of(m)
                 if k not in table:
@@ -94,6 +96,8 @@ def aggregate(runs, machine, date, noise_floor=stats.DEFAULT_NOISE_FLOOR, extra=
                 if first.get("loss_hash") is not None:
                     bitwise(rec, table[k], ms, v, problems, wl, k[0])
                 rec["params"] = params.get(v, {})
+                rec["process_cpu_s"] = [u[0] for u in usage.get(v, [])]
+                rec["process_maxrss_mb"] = [u[1] for u in usage.get(v, [])]
                 if extra:
                     rec.update(extra)
                 records.append(rec)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -172,6 +173,44 @@ def parse_cpus(spec):
     return cpus
 
 
+def run_measured(cmd, env, timeout, cwd, preexec_fn):
+    """Runs cmd as subprocess.run would; returns (rc, stdout, stderr,
+    (CPU seconds, peak RSS in MiB)), the process's and its waited-for
+    children's, from wait4 (None, None when it could not start). rc is
+    "timeout" or "oserror" where it did not end by itself."""
+    try:
+        p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, preexec_fn=preexec_fn)
+    except OSError as e:
+        return "oserror", "", str(e), (None, None)
+    texts = {}
+    readers = [threading.Thread(target=lambda n=n, f=f: texts.__setitem__(n, f.read()))
+               for n, f in (("out", p.stdout), ("err", p.stderr))]
+    for t in readers:
+        t.start()
+    killed = threading.Event()
+    timer = threading.Timer(timeout, lambda: (killed.set(), p.kill()))
+    timer.start()
+    try:
+        _, status, ru = os.wait4(p.pid, 0)
+    except BaseException:  # the harness stopped (a signal): the workload with it, as subprocess.run does
+        timer.cancel()
+        p.kill()
+        p.communicate()
+        raise
+    timer.cancel()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    for t in readers:
+        t.join()
+    p.stdout.close()
+    p.stderr.close()
+    out, err = texts.get("out", ""), texts.get("err", "")
+    rc = "timeout" if killed.is_set() else p.returncode
+    if killed.is_set():
+        err = "killed after %ss" % timeout
+    return rc, out, err, (ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0)
+
+
 def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None):
     """Runs one workload once; returns the raw run dict (see results.py).
     cpus: run it on these CPUs only (every variant alike)."""
@@ -184,16 +223,9 @@ def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None)
     env = build_env(os.environ, variant, lib, stats_file)
     cmd = command(w, build_dir, quick, variant == "pinned")
     t0 = time.time()
-    try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout,
-                           cwd=os.path.join(ROOT, "bench", "py") if w.kind == "py" else None,
-                           preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = "timeout", e.stdout or "", "killed after %ss" % timeout
-        out = out.decode() if isinstance(out, bytes) else out
-    except OSError as e:
-        rc, out, err = "oserror", "", str(e)
+    rc, out, err, usage = run_measured(cmd, env, timeout,
+                                       os.path.join(ROOT, "bench", "py") if w.kind == "py" else None,
+                                       (lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     wall = time.time() - t0
     doc = parse_output(out)
     if rc == 0 and doc is None:
@@ -201,7 +233,7 @@ def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None)
     files = sorted(os.listdir(stats_files_dir)) if stats_files_dir else []
     return {"workload": w.name, "variant": variant, "run": k, "rc": rc if doc or rc != 0 else "nojson",
             "output": doc, "error": err if rc != 0 or doc is None else "", "stderr_tail": (err or "")[-2000:],
-            "wall_s": wall, "cmd": cmd,
+            "wall_s": wall, "cmd": cmd, "cpu_s": usage[0], "maxrss_mb": usage[1],
             "stats_files": [os.path.join(stats_files_dir, f) for f in files]}
 
 
