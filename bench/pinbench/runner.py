@@ -196,7 +196,9 @@ def run_measured(cmd, env, timeout, cwd, preexec_fn):
     except BaseException:  # the harness stopped (a signal): the workload with it, as subprocess.run does
         timer.cancel()
         p.kill()
-        p.communicate()
+        p.wait()
+        for t in readers:
+            t.join()
         raise
     timer.cancel()
     p.returncode = os.waitstatus_to_exitcode(status)
