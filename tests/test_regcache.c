@@ -12,7 +12,7 @@
  * program (pf_register_program, pf_register_program_undo), and ask
  * questions, at random.  The stub keeps a table of registrations and checks
  * what a real driver would not report:
- *   - no two registrations share a page;
+ *   - no two registrations share a byte;
  *   - pinfast registers only a whole live or kept block of its heap, being
  *     registered (MAKING), with flags the program's own registration can be
  *     answered from;
@@ -126,7 +126,7 @@ static void settle(void)
 }
 
 /* ---- the stub driver: a table of registrations ------------------------------------ */
-struct stub_reg { uintptr_t p, lo, hi; int users, prog; };
+struct stub_reg { uintptr_t p, lo, hi, end; int users, prog; };
 
 static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct stub_reg stub[1024];
@@ -258,16 +258,16 @@ static CUresult stub_register(void *p, size_t n, unsigned flags)
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&stub_lock);
     for (int i = 0; i < nstub && !r; i++)
-        if (stub[i].lo < hi && lo < stub[i].hi) {
-            failed("%s registered %p+%zu over %s registration %#lx-%#lx, which shares a page",
+        if (stub[i].p < (uintptr_t)p + n && (uintptr_t)p < stub[i].end) {
+            failed("%s registered %p+%zu over %s registration %#lx-%#lx",
                    prog ? "the program" : "pinfast", p, n, stub[i].prog ? "the program's" : "pinfast's",
-                   (unsigned long)stub[i].lo, (unsigned long)stub[i].hi);
+                   (unsigned long)stub[i].p, (unsigned long)stub[i].end);
             r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
         }
     if (!r && nstub == (int)(sizeof stub / sizeof stub[0]))
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!r)
-        stub[nstub++] = (struct stub_reg){(uintptr_t)p, lo, hi, 0, prog};
+        stub[nstub++] = (struct stub_reg){(uintptr_t)p, lo, hi, (uintptr_t)p + n, 0, prog};
     pthread_mutex_unlock(&stub_lock);
     if (!r && !prog)
         atomic_fetch_add(&registers, 1);
@@ -1164,9 +1164,9 @@ static void test_undo_exclusive(void **s)
     settle_all();
 }
 
-/* Registrations of the program's sharing no page, in one registered block:
- * each answered from pinfast's (SUCCESS, its own flags), one sharing a page
- * with another refused as the driver refuses it, each undone by its own
+/* Registrations of the program's sharing no byte, in one registered block
+ * (pages they may share): each answered from pinfast's (SUCCESS, its own
+ * flags), one meeting another's bytes refused as the driver refuses it, each undone by its own
  * cuMemHostUnregister; no driver call.  Past the room kept for them, the
  * driver answers: pinfast's registration is undone, those answered from it
  * made with the driver, and every one of them is still the program's to
@@ -1179,11 +1179,17 @@ static void test_program_registrations_share_block(void **s)
     int answered, count = PF_HANDS + 2;
     unsigned flags = 0;
     /* each [(4i+1) pages, (4i+2) pages + 8): two pages, three apart */
-    for (int i = 0; i < PF_HANDS; i++) {
+    for (int i = 0; i < PF_HANDS - 1; i++) {
         assert_int_equal(program_register(p + (4 * i + 1) * PAGE, PAGE + 8, (unsigned)i & 1, &answered), CUDA_SUCCESS);
         assert_true(answered);
     }
-    assert_int_equal(program_register(p + 2 * PAGE + 100, 16, 0, &answered), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert_int_equal(program_register(p + 2 * PAGE, 16, 0, &answered), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert_true(answered);
+    assert_int_equal(program_register(p + 2 * PAGE + 100, 16, 0, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(program_unregister(p + 2 * PAGE + 100, &answered), CUDA_SUCCESS);
+    assert_true(answered);
+    assert_int_equal(program_register(p + (4 * PF_HANDS - 3) * PAGE, PAGE + 8, 0, &answered), CUDA_SUCCESS);
     assert_true(answered);
     assert_true(pf_register_handed_flags((uintptr_t)p + 5 * PAGE, &flags));
     assert_int_equal(flags, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);

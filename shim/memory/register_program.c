@@ -4,7 +4,7 @@
  * program's is answered from it, with no driver call (none of pinfast's is
  * undone, which would wait for the device): a hand, in the block's
  * hand[].  Several may share a block, as the driver takes registrations
- * that share no page.  A range pinfast cannot answer (other flags, past
+ * that share no byte.  A range pinfast cannot answer (other flags, past
  * its block) goes to the driver, pinfast's registrations under it undone
  * first, the hands made with the driver; the block is then the
  * program's (PROGRAM), its registrations still listed, until the last is
@@ -30,14 +30,12 @@ static const struct pf_hand *hand_over(const struct pf_block *b, uintptr_t p) {
     return NULL;
 }
 
-/* Whether [lo, hi) shares a page with one of b's hands: the driver refuses
- * such a registration. */
-static int shares_page(const struct pf_block *b, uintptr_t lo, uintptr_t hi) {
-    for (int i = 0; i < b->nhands; i++) {
-        uintptr_t a = b->hand[i].lo & ~(PAGE - 1), z = (b->hand[i].lo + b->hand[i].len + PAGE - 1) & ~(PAGE - 1);
-        if ((lo & ~(PAGE - 1)) < z && a < ((hi + PAGE - 1) & ~(PAGE - 1)))
+/* Whether [lo, hi) meets one of b's hands: the driver refuses such a
+ * registration (bytes, not pages: two that share a page it takes). */
+static int meets_hand(const struct pf_block *b, uintptr_t lo, uintptr_t hi) {
+    for (int i = 0; i < b->nhands; i++)
+        if (lo < b->hand[i].lo + b->hand[i].len && b->hand[i].lo < hi)
             return 1;
-    }
     return 0;
 }
 
@@ -93,8 +91,8 @@ int pf_register_program(void *p, size_t n, unsigned flags, CUresult *r) {
     while ((b = pf_reg_block_of(p, n)) && b->reg == PF_REG_MAKING)
         pf_reg_wait();
     int answered = b && pf_reg_covers(b, p, n) && !(flags & ~(unsigned)PF_REG_HOST_FLAGS) &&
-                   (b->nhands < PF_HANDS || shares_page(b, lo, hi));
-    if (answered && shares_page(b, lo, hi)) {
+                   (b->nhands < PF_HANDS || meets_hand(b, lo, hi));
+    if (answered && meets_hand(b, lo, hi)) {
         *r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     } else if (answered) {
         add_hand(b, lo, n, flags);

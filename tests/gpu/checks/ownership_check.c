@@ -274,24 +274,25 @@ static void answers(size_t n) {
     printf("pinned block after its free: type %d %d, flags %d\n", (int)r4, type, (int)r2);
 }
 
-/* The program's registrations of parts of a copied block: two sharing no
- * page, one sharing a page with one of them; nine apart; an madvise of the
- * rest then a cuCtxSynchronize under one; a free before the unregister. */
+/* The program's registrations of parts of a copied block: two apart, one
+ * sharing a page with one of them, one meeting its bytes; ten apart; an madvise of the
+ * rest then a cuCtxSynchronize under one. */
 static void parts(size_t n) {
     const size_t pg = 4096;
     unsigned char *p = malloc(n);
     fill(p, n, 71);
     upload_often(p, n);
     CUresult a = cuMemHostRegister(p + pg, pg + 8, 0), b = cuMemHostRegister(p + 5 * pg, pg + 8, 1);
-    CUresult c = cuMemHostRegister(p + 2 * pg + 100, 16, 0);
+    CUresult c = cuMemHostRegister(p + 2 * pg + 100, 16, 0), d = cuMemHostRegister(p + 2 * pg, 16, 0);
     unsigned flags = 99;
     CUresult f = cuMemHostGetFlags(&flags, p + 5 * pg);
     upload_often(p, n);
     int bad = !device_is(p, n);
-    CUresult ua = cuMemHostUnregister(p + pg), ub = cuMemHostUnregister(p + 5 * pg), uc = cuMemHostUnregister(p + pg);
-    printf("program's two parts of a copied block: %d %d, a third sharing a page %d, flags %d %u, data %s, "
-           "unregister %d %d, again %d\n", (int)a, (int)b, (int)c, (int)f, flags, bad ? "WRONG" : "right", (int)ua,
-           (int)ub, (int)uc);
+    CUresult ua = cuMemHostUnregister(p + pg), ub = cuMemHostUnregister(p + 5 * pg);
+    CUresult uc = cuMemHostUnregister(p + 2 * pg + 100), ud = cuMemHostUnregister(p + pg);
+    printf("program's two parts of a copied block: %d %d, a third sharing a page %d, one meeting its bytes %d, "
+           "flags %d %u, data %s, unregister %d %d %d, again %d\n", (int)a, (int)b, (int)c, (int)d, (int)f, flags,
+           bad ? "WRONG" : "right", (int)ua, (int)ub, (int)uc, (int)ud);
     int ok = 0, gone = 0;
     for (int i = 0; i < 10; i++)
         ok += cuMemHostRegister(p + (4 * i + 1) * pg, pg + 8, 0) == CUDA_SUCCESS;
@@ -304,12 +305,9 @@ static void parts(size_t n) {
     int adv = madvise(p + n / 2 + pg - ((uintptr_t)p % pg), pg, MADV_DONTNEED);
     CUresult s1 = cuCtxSynchronize(), s2 = cuCtxSynchronize();
     ua = cuMemHostUnregister(p);
-    printf("half registered, the rest advised away (%d), two synchronizes %d %d: unregister %d\n", adv, (int)s1,
-           (int)s2, (int)ua);
-    a = cuMemHostRegister(p, n, 0);
+    printf("half registered %d, the rest advised away (%d), two synchronizes %d %d: unregister %d\n", (int)a, adv,
+           (int)s1, (int)s2, (int)ua);
     free(p);
-    ua = cuMemHostUnregister(p);
-    printf("registered, freed, then unregistered: %d %d\n", (int)a, (int)ua);
 }
 
 /* ---- waits: a kernel spins until the host sets a flag ------------------------------------ */
