@@ -21,11 +21,6 @@ enum { FILLING, FENCED, OVER };
 
 static int warned;
 
-void pf_bounce_init(struct pf_bounce *b) {
-    *b = (struct pf_bounce){.tried = 0};
-    pthread_mutex_init(&b->lock, NULL);
-}
-
 /* The calls a capture could refuse (a pinned allocation, an event query, a
  * synchronisation) are made in the relaxed capture mode, so that a capture
  * begun meanwhile on another thread is not invalidated; the rest of a

@@ -113,7 +113,10 @@ struct pf_context *pf_context_of(CUstream stream, int slots) {
             struct pf_context init = {.handle = ctx};
             memcpy((char *)c + sizeof c->id, (char *)&init + sizeof c->id, sizeof *c - sizeof c->id);
             pthread_mutex_init(&c->lock, NULL);
-            pf_bounce_init(&c->bounce);
+            /* its bounce area, zeroed above: none yet, made by bounce.c on
+             * the context's first bounce (a reused record's went with its
+             * context) */
+            pthread_mutex_init(&c->bounce.lock, NULL);
             __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
         }
         if (fresh) { /* published once made */
