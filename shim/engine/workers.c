@@ -334,7 +334,6 @@ void pf_workers_forked(void) {
     qlock = queued = sleepers = pf_workers_started_ = active = 0;
     pf_workers_budget_ = PF_MAX_WORKERS;
     last_end_ns = last_submit_ns = busy_ns = helped_ns = 0;
-    pf_workerpool_forked();
 }
 
 int pf_workers_sleeping(void) { return __atomic_load_n(&sleepers, __ATOMIC_RELAXED); }

@@ -41,6 +41,7 @@ static const struct hooks {
     {NULL, NULL, pf_capture_forked, NULL},
     {NULL, NULL, pf_pending_forked, NULL},
     {NULL, NULL, pf_workers_forked, NULL},
+    {NULL, NULL, pf_workerpool_forked, NULL},
     {NULL, NULL, pf_cpushare_forked, pf_cpushare_exit},
     {NULL, NULL, pf_pool_forked, NULL},
     /* the heap's lock is held across fork; the child keeps every block (the
