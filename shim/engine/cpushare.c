@@ -8,6 +8,7 @@
 #include "cpushare.h"
 #include "../base/clock.h"
 #include "../base/message.h"
+#include "../base/libc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,7 @@ static struct table *open_table(void) {
     /* only a table of our own: another user's file would let them starve us */
     if (fstat(fd, &st) == 0 && st.st_uid == getuid() && S_ISREG(st.st_mode) &&
         (st.st_size >= (off_t)sizeof(struct table) || ftruncate(fd, sizeof(struct table)) == 0))
-        m = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        m = pf_libc_mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     return m == MAP_FAILED ? NULL : m;
 }

@@ -2,6 +2,7 @@
 #include "staging.h"
 #include "../driver/driver.h"
 #include "../memory/pending.h"
+#include "../base/libc.h"
 
 #include <stdlib.h>
 
@@ -35,7 +36,7 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
     l->s->busy = 0;
     c->landing--;
     pthread_mutex_unlock(&c->lock);
-    free(l);
+    pf_libc_free(l);
 }
 
 /* A free slot for a landing, if landings hold fewer than half the slots:
@@ -71,7 +72,7 @@ size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy 
         struct pf_slot *s = take_landing_slot(c, pf_fence_owner(x->stream));
         if (!s)
             break;
-        struct landing *l = aligned_alloc(_Alignof(struct landing), sizeof *l);
+        struct landing *l = pf_libc_aligned_alloc(_Alignof(struct landing), sizeof *l);
         if (!l) {
             drop_landing_slot(c, s);
             break;
@@ -95,7 +96,7 @@ size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy 
             pf_pending_release(range);
             *err = PF_CALL(cuStreamSynchronize, x->stream);
         }
-        free(l);
+        pf_libc_free(l);
         drop_landing_slot(c, s);
         break;
     }

@@ -3,6 +3,7 @@
  * and by whom. */
 #include "staging.h"
 #include "../base/message.h"
+#include "../base/libc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,10 @@ static pthread_key_t key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static __thread struct pf_timeline *mine;
 
-static void key_create(void) { pthread_key_create(&key, free); }
+static void key_create(void) { pthread_key_create(&key, pf_libc_free); }
 
 struct pf_timeline *pf_timeline_mine(void) {
-    if (!mine && (mine = malloc(sizeof *mine))) {
+    if (!mine && (mine = pf_libc_malloc(sizeof *mine))) {
         pthread_once(&once, key_create);
         pthread_setspecific(key, mine);
     }

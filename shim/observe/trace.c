@@ -9,6 +9,7 @@
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../base/types.h"
+#include "../base/libc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,7 +116,7 @@ static struct buf *claim(void) {
     pthread_mutex_lock(&list_lock);
     for (b = bufs; b && b->owned; b = b->next)
         ;
-    if (!b && (b = calloc(1, sizeof *b))) {
+    if (!b && (b = pf_libc_calloc(1, sizeof *b))) {
         b->next = bufs;
         bufs = b;
     }
