@@ -12,7 +12,7 @@
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
-#include "../memory/fresh.h"
+#include "../memory/first_touch.h"
 #include "../memory/register.h"
 
 static unsigned long long staged_copies, staged_bytes;
@@ -75,13 +75,13 @@ static void plan_chunks(struct pf_plan *p, const struct pf_xfer *x, const struct
 }
 
 /* An asynchronous D2H (PINFAST_ASYNC_D2H=1) lands a prefix of itself in
- * stream callbacks (landing.c); r->rest is what is left to stage, and the
+ * stream callbacks (async_d2h.c); r->rest is what is left to stage, and the
  * plan stages that. */
 static void land_prefix(struct staging_run *r, const struct pf_xfer *x, struct pf_context *c, CUresult *result) {
     r->rest = *x;
     if (x->dir != PF_DIR_D2H || !x->async || !pf_options()->async_d2h || x->shape)
         return;
-    r->landed = pf_land(x, c, r->plan.kind, result);
+    r->landed = pf_async_d2h_land(x, c, r->plan.kind, result);
     r->rest.dev += r->landed;
     r->rest.host = (char *)r->rest.host + r->landed;
     r->rest.bytes -= r->landed;
@@ -110,7 +110,7 @@ struct fresh_help {
 static void fresh_begin(struct pf_plan *p, struct fresh_help *f) {
     const struct pf_xfer *x = p->x;
     char *lo;
-    size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_fresh_advise(x->host, x->bytes, &lo) : 0;
+    size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_first_touch_advise(x->host, x->bytes, &lo) : 0;
     f->npopulate = f->boosted = 0;
     if (!fresh)
         return;

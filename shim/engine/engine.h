@@ -7,7 +7,7 @@
 #include "../driver/cuda_api.h"
 #include "../base/types.h"
 
-/* Copies x through a registration of its host range (registered.c), or
+/* Copies x through a registration of its host range (registered_copy.c), or
  * stages it, and returns the path it took (PF_PATH_REGISTERED,
  * PF_PATH_STAGED) with the call's result in *result and, for a Chrome
  * trace, its chunks' times in *chunks (this thread's until its next copy;

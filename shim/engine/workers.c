@@ -2,7 +2,7 @@
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/options.h"
-#include "../memory/fresh.h"
+#include "../memory/first_touch.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -109,7 +109,7 @@ static void run_task(struct pf_task *t) {
     if (t->src)
         pf_copy_rows(t->kind, t->dst, dpitch, t->src, spitch, t->row, t->len);
     else
-        pf_fresh_populate(t->dst, t->len);
+        pf_first_touch_populate(t->dst, t->len);
     t->ended_ns = pf_now_ns();
     __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     if (!self)

@@ -11,7 +11,7 @@
 
 struct pf_task {
     void *dst;
-    const void *src;      /* NULL: fault dst in ahead of a copy (pf_fresh_populate) */
+    const void *src;      /* NULL: fault dst in ahead of a copy (pf_first_touch_populate) */
     size_t len;
     /* rows of a pitched copy (row 0: one linear copy): rows of `row` bytes,
      * packed on one side, `pitch` apart on the other (the destination's

@@ -9,7 +9,7 @@
 #include "../driver/capture.h"
 #include "../engine/engine.h"
 #include "../engine/shape.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
 #include "../memory/register.h"
 
 #include <stdint.h>

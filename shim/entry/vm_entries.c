@@ -65,7 +65,7 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 #endif
 
 /* Advice that takes the pages away retires a registration; the program's
- * own huge-page advice is never overridden by pinfast's (memory/fresh.c).
+ * own huge-page advice is never overridden by pinfast's (memory/first_touch.c).
  * POSIX_MADV_DONTNEED is a no-op in glibc. */
 PF_API int madvise(void *p, size_t n, int advice) {
     if (in_heap(p, n)) {

@@ -7,7 +7,7 @@
  * on which the program gave none: it never overrides the program's, and
  * is never left on memory pinfast does not own.  The copy writes every byte of the interior, so
  * neither makes the program's memory larger than the copy does. */
-#include "fresh.h"
+#include "first_touch.h"
 #include "heap.h"
 #include "../base/options.h"
 #include "../base/libc.h"
@@ -42,7 +42,7 @@ static int advice_helps(void) {
     return m == 1;
 }
 
-size_t pf_fresh_advise(void *p, size_t n, char **interior) {
+size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
     uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
     unsigned char resident = 1;
     *interior = NULL;
@@ -61,4 +61,4 @@ size_t pf_fresh_advise(void *p, size_t n, char **interior) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void pf_fresh_populate(void *p, size_t n) { (void)pf_libc_madvise(p, n, MADV_POPULATE_WRITE); }
+void pf_first_touch_populate(void *p, size_t n) { (void)pf_libc_madvise(p, n, MADV_POPULATE_WRITE); }

@@ -5,7 +5,7 @@
  * 1 MiB copies ran at half the plain speed (docs/results, h200x2). A process
  * that dies keeps its slot until another finds its pid gone; it stops
  * counting a second after its last copy. */
-#include "cpushare.h"
+#include "staging_processes.h"
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/libc.h"
@@ -70,7 +70,7 @@ static int claim(struct table *t, int me) {
     return -1;
 }
 
-void pf_cpushare_exit(void) {
+void pf_staging_processes_exit(void) {
     int me = pid; /* the exchange writes what it found here when it fails */
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && me == getpid())
         __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED,
@@ -80,7 +80,7 @@ void pf_cpushare_exit(void) {
 /* Under the lock: maps the table and claims a slot, once per process. */
 static int join(void) {
     if (!table) {
-        table = open_table(); /* the slot is given back at exit: pf_cpushare_exit */
+        table = open_table(); /* the slot is given back at exit: pf_staging_processes_exit */
     }
     pid = getpid();
     mine = table ? claim(table, pid) : -1;
@@ -90,7 +90,7 @@ static int join(void) {
     return mine < 0 ? ALONE : JOINED;
 }
 
-int pf_cpushare_staging(void) {
+int pf_staging_processes_now(void) {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == ALONE)
         return 1;
@@ -114,7 +114,7 @@ int pf_cpushare_staging(void) {
     return n;
 }
 
-void pf_cpushare_forked(void) {
+void pf_staging_processes_forked(void) {
     pthread_mutex_init(&lock, NULL);
     state = UNTRIED; /* the table stays mapped; the slot is the parent's */
     counted = 1;

@@ -1,7 +1,7 @@
 /* Landings: asynchronous pageable D2H chunks copied out in stream callbacks. */
 #include "staging.h"
 #include "../driver/driver.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
 #include "../base/libc.h"
 
 #include <stdlib.h>
@@ -62,7 +62,7 @@ static void drop_landing_slot(struct pf_context *c, struct pf_slot *s) {
 /* Issues landings for a prefix of the copy; returns its length.  The rest
  * (no slot free under the cap, the range table full, no memory) is staged
  * synchronously by the caller. */
-size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind,
+size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind,
                    CUresult *err) {
     int range = pf_pending_begin(x->host, x->bytes);
     if (range < 0)
