@@ -39,7 +39,7 @@
 #define SLICE (2 * MAXSIZE)    /* a thread's own device memory: two halves for DtoD */
 #define THREADS 12             /* waves one and two */
 #define MANY 270               /* wave three: more than pinfast's 256 blocks */
-#define ROUND_TRIP_MIN (512 * KiB) /* pinfast's smallest round trip (PF_ROUNDTRIP_MIN_BYTES, shim/observe/roundtrip.h) */
+#define ROUND_TRIP_MIN (512 * KiB) /* pinfast's smallest round trip (PF_ROUNDTRIP_MIN_BYTES, shim/observe/round_trips.h) */
 #define ROUND_TRIP_MAX (640 * KiB) /* under the PINFAST_MIN_SIZE the children run with */
 #define BUCKETS 48
 /* ThreadSanitizer starts no thread in the child of a process with threads. */

@@ -7,7 +7,7 @@
 
 /* A dynamic entry's address: relocated by glibc in place, except where the
  * section is read-only (the vDSO) */
-static uintptr_t at(const struct link_map *m, ElfW(Addr) p) {
+static uintptr_t dynamic_address(const struct link_map *m, ElfW(Addr) p) {
     return p < m->l_addr ? m->l_addr + p : p;
 }
 
@@ -24,13 +24,13 @@ static void *find(const struct link_map *m, const char *name) {
     const uint32_t *gnu = NULL, *sysv = NULL;
     for (const ElfW(Dyn) *d = m->l_ld; d && d->d_tag != DT_NULL; d++) {
         if (d->d_tag == DT_SYMTAB)
-            symtab = (const void *)at(m, d->d_un.d_ptr);
+            symtab = (const void *)dynamic_address(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_STRTAB)
-            strtab = (const void *)at(m, d->d_un.d_ptr);
+            strtab = (const void *)dynamic_address(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_GNU_HASH)
-            gnu = (const void *)at(m, d->d_un.d_ptr);
+            gnu = (const void *)dynamic_address(m, d->d_un.d_ptr);
         else if (d->d_tag == DT_HASH)
-            sysv = (const void *)at(m, d->d_un.d_ptr);
+            sysv = (const void *)dynamic_address(m, d->d_un.d_ptr);
     }
     if (!symtab || !strtab)
         return NULL;

@@ -21,11 +21,6 @@ enum { FILLING, FENCED, OVER };
 
 static int warned;
 
-void pf_bounce_init(struct pf_bounce *b) {
-    *b = (struct pf_bounce){.tried = 0};
-    pthread_mutex_init(&b->lock, NULL);
-}
-
 /* The calls a capture could refuse (a pinned allocation, an event query, a
  * synchronisation) are made in the relaxed capture mode, so that a capture
  * begun meanwhile on another thread is not invalidated; the rest of a
@@ -92,7 +87,7 @@ static void give_back(struct pf_bounce *b, unsigned n) {
     b->count -= n;
 }
 
-static int over(struct pf_bounce *b, unsigned i) {
+static int fence_done(struct pf_bounce *b, unsigned i) {
     return PF_CALL(cuEventQuery, fence(b, i)->ev) == CUDA_SUCCESS;
 }
 
@@ -109,15 +104,15 @@ static void reclaim(struct pf_bounce *b) {
     int rest = 1; /* the fences past those in order are asked in turn */
     if (n) { /* [0, lo] over, [hi, n) not known to be */
         int lo = -1, hi = (int)n;
-        if (over(b, 0)) {
+        if (fence_done(b, 0)) {
             lo = 0;
-            if (n > 1 && over(b, n - 1))
+            if (n > 1 && fence_done(b, n - 1))
                 lo = (int)n - 1;
             else
                 hi = (int)n - 1;
             while (hi - lo > 1) {
                 int mid = lo + (hi - lo) / 2;
-                if (over(b, (unsigned)mid))
+                if (fence_done(b, (unsigned)mid))
                     lo = mid;
                 else
                     hi = mid;

@@ -20,9 +20,11 @@ struct pf_bounce_fence {
     uintptr_t by;    /* the thread that recorded it */
 };
 
-/* Ring positions only grow: [tail, head) is in use, at offsets modulo size.
- * The fences are in the order their space was taken, and space comes back
- * in that order, as their events complete. */
+/* A new context record's area is all zeroes but its lock (contexts.c):
+ * nothing yet, made on the context's first bounce.  Ring positions only
+ * grow: [tail, head) is in use, at offsets modulo size.  The fences are in
+ * the order their space was taken, and space comes back in that order, as
+ * their events complete. */
 struct pf_bounce {
     pthread_mutex_t lock;
     int tried;          /* the area was made, or could not be */
@@ -32,10 +34,5 @@ struct pf_bounce {
     unsigned first, count;
     struct pf_bounce_fence fences[PF_BOUNCE_FENCES];
 };
-
-/* A new record's area (also a destroyed context's record reused: the
- * driver freed its area and events): nothing yet, made on the context's
- * first bounce. */
-void pf_bounce_init(struct pf_bounce *b);
 
 #endif

@@ -7,6 +7,7 @@
 #include "../base/options.h"
 #include "../driver/driver.h"
 #include "../memory/hostmap.h"
+#include "../base/libc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,7 @@ struct pf_context *pf_context_of(CUstream stream, int slots) {
         for (int i = 0; i < ncontexts && !c; i++) /* a destroyed context's record */
             if (!contexts[i]->id)
                 c = contexts[i];
-        int fresh = !c && ncontexts < MAX_CONTEXTS && (c = calloc(1, sizeof *c));
+        int fresh = !c && ncontexts < MAX_CONTEXTS && (c = pf_libc_calloc(1, sizeof *c));
         if (!c)
             pf_msg_once(warned_contexts, PF_WARNING,
                         "more than %d CUDA contexts at once; copies in new ones pass through", MAX_CONTEXTS);
@@ -113,7 +114,10 @@ struct pf_context *pf_context_of(CUstream stream, int slots) {
             struct pf_context init = {.handle = ctx};
             memcpy((char *)c + sizeof c->id, (char *)&init + sizeof c->id, sizeof *c - sizeof c->id);
             pthread_mutex_init(&c->lock, NULL);
-            pf_bounce_init(&c->bounce);
+            /* its bounce area, zeroed above: none yet, made by bounce.c on
+             * the context's first bounce (a reused record's went with its
+             * context) */
+            pthread_mutex_init(&c->bounce.lock, NULL);
             __atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
         }
         if (fresh) { /* published once made */
@@ -225,16 +229,16 @@ static pthread_once_t held_once = PTHREAD_ONCE_INIT;
 static __thread struct pf_chunk *held_mine;
 static __thread int held_cap;
 
-static void held_key_create(void) { pthread_key_create(&held_key, free); }
+static void held_key_create(void) { pthread_key_create(&held_key, pf_libc_free); }
 
 struct pf_chunk *pf_chunks_array(int n) {
     if (held_cap >= n)
         return held_mine;
     pthread_once(&held_once, held_key_create);
-    struct pf_chunk *h = aligned_alloc(_Alignof(struct pf_chunk), (size_t)n * sizeof *h);
+    struct pf_chunk *h = pf_libc_aligned_alloc(_Alignof(struct pf_chunk), (size_t)n * sizeof *h);
     if (!h)
         return NULL;
-    free(held_mine);
+    pf_libc_free(held_mine);
     held_mine = h;
     held_cap = n;
     pthread_setspecific(held_key, h);

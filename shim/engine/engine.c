@@ -12,7 +12,7 @@
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
-#include "../memory/fresh.h"
+#include "../memory/first_touch.h"
 #include "../memory/register.h"
 
 static unsigned long long staged_copies, staged_bytes;
@@ -21,7 +21,7 @@ static uint64_t caller_ns; /* callers' CPU time inside staged copies */
 /* Returns once the work queued on s is over, asleep past POLL_NS, where
  * cuStreamSynchronize spins a core; an error of the event's, the driver's
  * own wait answers. */
-static CUresult drained(struct pf_context *c, CUstream s) {
+static CUresult wait_stream_asleep(struct pf_context *c, CUstream s) {
     CUevent ev;
     CUresult r = pf_context_event(c, &ev);
     if (r == CUDA_SUCCESS) {
@@ -32,126 +32,189 @@ static CUresult drained(struct pf_context *c, CUstream s) {
     return r == CUDA_SUCCESS ? r : PF_CALL(cuStreamSynchronize, s);
 }
 
+/* One staged copy under way, and the times of its steps for the debug line
+ * (0 when nobody reads them). */
+struct staging_run {
+    struct pf_plan plan;
+    struct pf_xfer rest;     /* what is staged: the copy less a prefix landing later */
+    size_t landed;           /* that prefix's length */
+    int held, workers, asleep;
+    uint64_t t0, classified, confirmed; /* pf_engine_copy's start, pf_route_confirm's marks */
+    uint64_t context, chunks, planned, synced, woken;
+};
+
+/* How the host side is copied: the option's way, or for auto, by direction
+ * and size.  H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64
+ * MiB (39.0 vs 36.2) and lost at 256 MiB (39.9 vs 42.5) and 1 GiB (44.9 vs
+ * 49.2) (docs/results/2026-11-23-h100-engine-variants).  D2H: they lost
+ * at 16 MiB (26 vs 34) and tied from 64 MiB on one GPU, where on two they
+ * keep the reads for ownership off the memory bus: 1 GiB on both H200s at
+ * once 85.6 -> 101.4 GB/s (docs/results/2026-11-23-h200x2-multigpu-queue-lock) */
+static enum pf_host_copy host_copy_way(const struct pf_xfer *x) {
+    const struct pf_options *o = pf_options();
+    enum pf_host_copy kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
+    if (kind != PF_HOST_COPY_AUTO)
+        return kind;
+    if (x->dir == PF_DIR_H2D)
+        return x->bytes < AUTO_STREAM_BELOW ? PF_HOST_COPY_STREAM : PF_HOST_COPY_MEMCPY;
+    return x->bytes >= AUTO_STREAM_FROM ? PF_HOST_COPY_STREAM : PF_HOST_COPY_MEMCPY;
+}
+
+/* The chunk plan of x in c's slots, as a copy with no fresh destination
+ * and no landing has it. */
+static void plan_chunks(struct pf_plan *p, const struct pf_xfer *x, const struct pf_context *c, int stamps,
+                        uint64_t t0, struct pf_timeline *tl) {
+    *p = (struct pf_plan){.x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0,
+                          .log = tl ? tl->chunk : NULL, .slots = c->slots};
+    /* a pitched copy's chunks are whole rows */
+    if (x->shape)
+        p->chunk -= p->chunk % x->shape->width;
+    p->ramp = p->chunk < MIN_CHUNK ? p->chunk : MIN_CHUNK;
+    p->kind = host_copy_way(x);
+    p->lean = x->dir == PF_DIR_H2D && p->kind == PF_HOST_COPY_STREAM && x->bytes >= LEAN_FROM;
+}
+
+/* An asynchronous D2H (PINFAST_ASYNC_D2H=1) lands a prefix of itself in
+ * stream callbacks (async_d2h.c); r->rest is what is left to stage, and the
+ * plan stages that. */
+static void land_prefix(struct staging_run *r, const struct pf_xfer *x, struct pf_context *c, CUresult *result) {
+    r->rest = *x;
+    if (x->dir != PF_DIR_D2H || !x->async || !pf_options()->async_d2h || x->shape)
+        return;
+    r->landed = pf_async_d2h_land(x, c, r->plan.kind, result);
+    r->rest.dev += r->landed;
+    r->rest.host = (char *)r->rest.host + r->landed;
+    r->rest.bytes -= r->landed;
+    r->plan.x = &r->rest;
+}
+
+/* The slots the plan's chunks of `bytes` fill, `most` at most. */
+static int slots_wanted(const struct pf_plan *p, size_t bytes, int most) {
+    int want = 0;
+    for (size_t off = 0, r = p->ramp; off < bytes && want < most; want++) {
+        off += r;
+        r = r * 2 < p->chunk ? r * 2 : p->chunk;
+    }
+    return want;
+}
+
+/* A fresh destination faults in 2 MiB at a time, each fault clearing its
+ * page: the copy's chunks are whole huge pages from the first, faulted in
+ * by the workers ahead of the copy, in order, while the first DMAs run; a
+ * large one's by the chunk's one task, every CPU's thread awake. */
+struct fresh_help {
+    struct pf_task populate[PF_POPULATE_TASKS];
+    int npopulate, boosted;
+};
+
+static void fresh_begin(struct pf_plan *p, struct fresh_help *f) {
+    const struct pf_xfer *x = p->x;
+    char *lo;
+    size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_first_touch_advise(x->host, x->bytes, &lo) : 0;
+    f->npopulate = f->boosted = 0;
+    if (!fresh)
+        return;
+    p->huge = x->bytes >= FRESH_SELF_FROM ? PF_FRESH_SELF : PF_FRESH_AHEAD;
+    p->ramp = p->chunk;
+    if (p->huge == PF_FRESH_SELF)
+        f->boosted = pf_workers_boost(1);
+    else
+        f->npopulate = pf_populate_cut(f->populate, lo, fresh);
+}
+
+static void fresh_end(struct fresh_help *f) {
+    for (int i = 0; i < f->npopulate; i++)
+        pf_task_wait(&f->populate[i]);
+    if (f->boosted)
+        pf_workers_boost(-1);
+}
+
+/* Runs the plan's chunks through the r->held slots of h. */
+static CUresult run_chunks(struct staging_run *r, struct pf_context *c, struct pf_chunk *h) {
+    const struct pf_xfer *x = r->plan.x;
+    CUresult res = CUDA_SUCCESS;
+    /* plain pageable H2D copies wait for the stream before reading the
+     * source (something queued earlier may still write it) */
+    if (x->dir == PF_DIR_H2D && !x->async)
+        res = wait_stream_asleep(c, x->stream);
+    r->synced = pf_stamp(r->plan.debug);
+    if (res != CUDA_SUCCESS)
+        return res;
+    /* the workers wake while the caller takes its first chunk; not waited
+     * for: with two processes staging, the sleepers' mutex held the caller
+     * 15-20 us (docs/results/2026-11-23-h200x2-multigpu-wakeups), and a
+     * submit finding every worker asleep wakes one anyway */
+    pf_workers_active(1);
+    pf_workers_wake(0);
+    r->woken = pf_stamp(r->plan.debug);
+    size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
+    res = pf_plan_run(&r->plan, h, r->held, r->workers ? help_max : (size_t)-1);
+    pf_workers_active(-1);
+    return res;
+}
+
+/* PINFAST_LOG=debug: the copy's line, its times in microseconds, then its
+ * chunks' (timeline.c). */
+static void debug_line(const struct staging_run *r, const struct pf_xfer *x, CUresult result) {
+    const struct pf_plan *p = &r->plan;
+    uint64_t t0 = r->t0, end = pf_now_ns();
+    int processes, budget = pf_workers_budget(&processes);
+    pf_msg(PF_DEBUG,
+           "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
+           "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
+           "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
+           x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, r->landed, p->nchunks, p->ntasks, p->helped, r->held,
+           p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy",
+           r->asleep, r->workers, budget, processes, (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3,
+           (r->context - r->confirmed) / 1e3, (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3,
+           (r->synced - r->planned) / 1e3, (r->woken - r->synced) / 1e3,
+           p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0,
+           p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0, (end - t0) / 1e3, result);
+    pf_timeline_print(p);
+}
+
 /* The staged copy, once pf_route_confirm() and the context's slots allow
  * it; its chunks' times go into tl (when not NULL), the debug lines out
- * when debug. */
-static int staged(const struct pf_xfer *x, CUresult *result, int debug, struct pf_timeline *tl,
-                  uint64_t t0, uint64_t mark[2]) {
+ * when debug.  0: nothing done, the copy passes through. */
+static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, struct pf_timeline *tl, uint64_t t0,
+                      const uint64_t mark[2]) {
     int stamps = debug || tl;
-    uint64_t ts = pf_stamp(stamps);
+    struct staging_run r = {.t0 = t0, .classified = mark[0], .confirmed = mark[1], .context = pf_stamp(stamps)};
     struct pf_context *c = pf_context_of(x->stream, 1);
     /* a copy holds at most half the slots (acquire) */
     int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
     struct pf_chunk *h;
-    /* a pitched copy's chunks are whole rows: a row wider than a slot
-     * passes through */
+    /* a row wider than a slot passes through */
     if (!c || !c->nslots || (x->shape && x->shape->width > c->slot_size) || !(h = pf_chunks_array(most)))
         return 0;
-    uint64_t tc = pf_stamp(stamps);
-    int workers = pf_workers_start(pf_contexts_live()), asleep = pf_workers_sleeping();
-    const struct pf_options *o = pf_options();
-    struct pf_plan p = {.x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0,
-                        .log = tl ? tl->chunk : NULL, .slots = c->slots};
-    if (x->shape)
-        p.chunk -= p.chunk % x->shape->width;
-    p.ramp = p.chunk < MIN_CHUNK ? p.chunk : MIN_CHUNK;
-    p.kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
-    /* H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64 MiB (39.0
-     * vs 36.2) and lost at 256 MiB (39.9 vs 42.5) and 1 GiB (44.9 vs 49.2):
-     * engine sweeps v5 and v8.  D2H: they lost at 16 MiB (26 vs 34, v8) and
-     * tied from 64 MiB on one GPU, where on two they keep the reads for
-     * ownership off the memory bus: 1 GiB on both H200s at once 85.6 ->
-     * 101.4 GB/s (docs/results/2026-11-23-h200x2-multigpu-queue-lock) */
-    if (p.kind == PF_HOST_COPY_AUTO && x->dir == PF_DIR_H2D)
-        p.kind = x->bytes < AUTO_STREAM_BELOW ? PF_HOST_COPY_STREAM : PF_HOST_COPY_MEMCPY;
-    else if (p.kind == PF_HOST_COPY_AUTO)
-        p.kind = x->bytes >= AUTO_STREAM_FROM ? PF_HOST_COPY_STREAM : PF_HOST_COPY_MEMCPY;
-    p.lean = x->dir == PF_DIR_H2D && p.kind == PF_HOST_COPY_STREAM && x->bytes >= LEAN_FROM;
-    struct pf_xfer rest = *x;
-    size_t landed_bytes = 0;
+    r.chunks = pf_stamp(stamps);
+    r.workers = pf_workers_start(pf_contexts_live());
+    r.asleep = pf_workers_sleeping();
+    plan_chunks(&r.plan, x, c, stamps, t0, tl);
     *result = CUDA_SUCCESS;
-    if (x->dir == PF_DIR_D2H && x->async && o->async_d2h && !x->shape) {
-        landed_bytes = pf_land(x, c, p.kind, result);
-        rest.dev += landed_bytes;
-        rest.host = (char *)rest.host + landed_bytes;
-        rest.bytes -= landed_bytes;
-        p.x = &rest;
-    }
-    int want = 0; /* slots the copy's chunks fill, `most` at most */
-    for (size_t off = 0, r = p.ramp; off < rest.bytes && want < most; want++) {
-        off += r;
-        r = r * 2 < p.chunk ? r * 2 : p.chunk;
-    }
-    uint64_t t1 = pf_stamp(stamps), t2 = t1, t3 = t1;
-    int nh = 0;
-    if (rest.bytes && *result == CUDA_SUCCESS) {
-        nh = pf_slots_acquire(c, h, want, pf_fence_owner(x->stream));
-        if (!nh && !landed_bytes) /* no slot free: nothing done yet */
+    land_prefix(&r, x, c, result);
+    int want = slots_wanted(&r.plan, r.rest.bytes, most);
+    r.planned = r.synced = r.woken = pf_stamp(stamps);
+    if (r.rest.bytes && *result == CUDA_SUCCESS) {
+        r.held = pf_slots_acquire(c, h, want, pf_fence_owner(x->stream));
+        if (!r.held && !r.landed) /* no slot free: nothing done yet */
             return 0;
-        if (!nh) /* the landings' rest, as the plain driver would copy it */
-            *result = PF_CALL(cuMemcpyDtoHAsync_v2, rest.host, rest.dev, rest.bytes, x->stream);
+        if (!r.held) /* the landings' rest, as the plain driver would copy it */
+            *result = PF_CALL(cuMemcpyDtoHAsync_v2, r.rest.host, r.rest.dev, r.rest.bytes, x->stream);
     }
-    struct pf_task populate[PF_POPULATE_TASKS];
-    int npop = 0, boost = 0;
-    if (nh) {
-        /* a fresh destination faults in 2 MiB at a time, each fault
-         * clearing its page: the copy's chunks are whole huge pages from
-         * the first, faulted in by the workers ahead of the copy, in order,
-         * while the first DMAs run; a large one's by the chunk's one task,
-         * every CPU's thread awake */
-        char *lo;
-        size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_fresh_advise(rest.host, rest.bytes, &lo) : 0;
-        if (fresh) {
-            p.huge = rest.bytes >= FRESH_SELF_FROM ? PF_FRESH_SELF : PF_FRESH_AHEAD;
-            p.ramp = p.chunk;
-            if (p.huge == PF_FRESH_SELF)
-                boost = pf_workers_boost(1);
-            else
-                npop = pf_populate_cut(populate, lo, fresh);
-        }
-        /* plain pageable H2D copies wait for the stream before reading the
-         * source (something queued earlier may still write it) */
-        if (x->dir == PF_DIR_H2D && !x->async)
-            *result = drained(c, x->stream);
-        t2 = pf_stamp(stamps);
-        if (*result == CUDA_SUCCESS) {
-            /* the workers wake while the caller takes its first chunk; not
-             * waited for: with two processes staging, the sleepers' mutex
-             * held the caller 15-20 us (docs/results/2026-11-23-h200x2-multigpu-wakeups), and a
-             * submit finding every worker asleep wakes one anyway */
-            pf_workers_active(1);
-            pf_workers_wake(0);
-            t3 = pf_stamp(stamps);
-            size_t help_max = x->dir == PF_DIR_H2D ? HELP_MAX_H2D : HELP_MAX;
-            *result = pf_plan_run(&p, h, nh, workers ? help_max : (size_t)-1);
-            pf_workers_active(-1);
-        }
-        for (int i = 0; i < npop; i++)
-            pf_task_wait(&populate[i]);
-        if (boost)
-            pf_workers_boost(-1);
-        pf_slots_release(c, h, nh);
+    if (r.held) {
+        struct fresh_help fresh;
+        fresh_begin(&r.plan, &fresh);
+        *result = run_chunks(&r, c, h);
+        fresh_end(&fresh);
+        pf_slots_release(c, h, r.held);
     }
     if (tl)
-        tl->n = p.nlog;
+        tl->n = r.plan.nlog;
     __atomic_fetch_add(&staged_copies, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&staged_bytes, x->bytes, __ATOMIC_RELAXED);
-    if (debug) {
-        uint64_t t4 = pf_now_ns();
-        int processes, budget = pf_workers_budget(&processes);
-        pf_msg(PF_DEBUG,
-               "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
-               "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
-               "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
-               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, landed_bytes, p.nchunks, p.ntasks, p.helped, nh,
-               p.kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy",
-               asleep, workers, budget, processes, (mark[0] - t0) / 1e3, (mark[1] - mark[0]) / 1e3,
-               (ts - mark[1]) / 1e3, (tc - ts) / 1e3, (t1 - tc) / 1e3, (t2 - t1) / 1e3,
-               (t3 - t2) / 1e3,
-               p.first_task_ns ? (p.first_task_ns - t0) / 1e3 : -1.0,
-               p.first_dma_ns ? (p.first_dma_ns - t0) / 1e3 : -1.0, (t4 - t0) / 1e3, *result);
-        pf_timeline_print(&p);
-    }
+    if (debug)
+        debug_line(&r, x, *result);
     return 1;
 }
 
@@ -173,7 +236,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     int held = pf_registered_copy(x, 0, result), done = 0;
     if (held > 0)
         done = PF_PATH_REGISTERED;
-    else if ((held < 0 || !x->held_only) && staged(x, result, debug, tl, t0, mark))
+    else if ((held < 0 || !x->held_only) && stage_copy(x, result, debug, tl, t0, mark))
         done = PF_PATH_STAGED;
     else if (held < 0 && pf_registered_copy(x, 1, result) > 0)
         done = PF_PATH_REGISTERED;

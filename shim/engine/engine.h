@@ -3,41 +3,11 @@
 #ifndef PINFAST_ENGINE_H
 #define PINFAST_ENGINE_H
 
+#include "xfer.h"
 #include "../driver/cuda_api.h"
 #include "../base/types.h"
 
-/* A pitched copy (2D, 3D, or with an array as its device side): `rows`
- * rows of `width` bytes, x->bytes in all, in slices of `slice_rows` rows,
- * staged in chunks of whole rows of one slice packed in the slot.  The host
- * rows lie `hpitch` apart from x->host, its slices `hslice` apart; the
- * device side is `dma`'s, whose other side each chunk's DMA points at its
- * slot. */
-struct pf_shape {
-    size_t width, rows, hpitch;
-    size_t slice_rows, hslice;
-    size_t dev_span;  /* bytes from x->dev the device rows cover (device memory) */
-    int array;        /* the device side is an array, checked by shape.c */
-    int along_x;      /* a 1D array: a chunk's "rows" are elements along x */
-    CUDA_MEMCPY3D dma;
-};
-
-/* Where packed row r of a shape lies on the host side, from x->host. */
-static inline size_t pf_shape_at(const struct pf_shape *s, size_t r) {
-    return r / s->slice_rows * s->hslice + r % s->slice_rows * s->hpitch;
-}
-
-struct pf_xfer {
-    enum pf_dir dir;    /* PF_DIR_H2D or PF_DIR_D2H */
-    CUdeviceptr dev;
-    void *host;         /* pageable */
-    size_t bytes;
-    CUstream stream;    /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
-    int async;          /* the *Async form: no stream synchronisation before an H2D */
-    const struct pf_shape *shape; /* NULL: a linear copy */
-    int held_only;      /* too small to stage: taken only if a registration holds it */
-};
-
-/* Copies x through a registration of its host range (registered.c), or
+/* Copies x through a registration of its host range (registered_copy.c), or
  * stages it, and returns the path it took (PF_PATH_REGISTERED,
  * PF_PATH_STAGED) with the call's result in *result and, for a Chrome
  * trace, its chunks' times in *chunks (this thread's until its next copy;

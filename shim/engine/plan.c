@@ -3,7 +3,7 @@
  * chunk is ready. */
 #include "staging.h"
 #include "../driver/driver.h"
-#include "../memory/fresh.h"
+#include "../memory/first_touch.h"
 
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy

@@ -172,9 +172,9 @@ CUresult pf_event_await(CUevent ev, uint64_t poll_ns);
  * rows), between the slot and the device side. */
 CUresult pf_shape_dma(const struct pf_xfer *x, void *slot, size_t off, size_t len);
 
-/* landing.c: issues asynchronous D2H landings for a prefix of the copy;
+/* async_d2h.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */
-size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind, CUresult *err);
+size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind, CUresult *err);
 
 /* timeline.c (PINFAST_LOG=debug, PINFAST_TRACE_FORMAT=chrome): this
  * thread's timeline (heap, freed with the thread; NULL if no memory); a

@@ -3,6 +3,7 @@
  * and by whom. */
 #include "staging.h"
 #include "../base/message.h"
+#include "../base/libc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,10 @@ static pthread_key_t key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static __thread struct pf_timeline *mine;
 
-static void key_create(void) { pthread_key_create(&key, free); }
+static void key_create(void) { pthread_key_create(&key, pf_libc_free); }
 
 struct pf_timeline *pf_timeline_mine(void) {
-    if (!mine && (mine = malloc(sizeof *mine))) {
+    if (!mine && (mine = pf_libc_malloc(sizeof *mine))) {
         pthread_once(&once, key_create);
         pthread_setspecific(key, mine);
     }
@@ -45,18 +46,19 @@ void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
     p->ntasks += h->ntasks;
 }
 
-static double us(const struct pf_plan *p, uint64_t t) { return t ? (t - p->t0) / 1e3 : -1.0; }
+static double us_from_start(const struct pf_plan *p, uint64_t t) { return t ? (t - p->t0) / 1e3 : -1.0; }
 
 void pf_timeline_print(const struct pf_plan *p) {
     for (int i = 0; i < p->nlog; i++) {
         const struct pf_chunk_log *l = &p->log[i];
         pf_msg(PF_DEBUG, "  chunk %zu+%zu slot %d us: taken %.1f dma %.1f-%.1f landed %.1f copy %.1f-%.1f retired %.1f",
-               l->off, l->len, l->slot, us(p, l->taken), us(p, l->dma), us(p, l->dma_end), us(p, l->landed), us(p, l->first),
-               us(p, l->last), us(p, l->seen));
+               l->off, l->len, l->slot, us_from_start(p, l->taken), us_from_start(p, l->dma),
+               us_from_start(p, l->dma_end), us_from_start(p, l->landed), us_from_start(p, l->first),
+               us_from_start(p, l->last), us_from_start(p, l->seen));
         char line[PF_MAX_SPLIT * 24], *at = line;
         for (int k = 0; k < l->ntasks && at < line + sizeof line - 1; k++)
             at += snprintf(at, sizeof line - (size_t)(at - line), " w%d:%.1f-%.1f", l->tasks[k].by,
-                           us(p, l->tasks[k].start), us(p, l->tasks[k].end));
+                           us_from_start(p, l->tasks[k].start), us_from_start(p, l->tasks[k].end));
         pf_msg(PF_DEBUG, "    tasks%s", line);
     }
 }

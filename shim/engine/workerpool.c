@@ -1,9 +1,9 @@
 /* The size of the worker pool: threads started as contexts come to stage,
  * and how many may be awake at once, the CPUs shared out with the other
- * processes staging on this machine (cpushare.c) and, where a launcher
+ * processes staging on this machine (staging_processes.c) and, where a launcher
  * started several ranks on this node, among those ranks. */
 #include "workers.h"
-#include "cpushare.h"
+#include "staging_processes.h"
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../base/signals.h"
@@ -211,7 +211,7 @@ int pf_workers_start(int contexts) {
         }
         pthread_mutex_unlock(&grow_lock);
     }
-    set_budget(pf_cpushare_staging());
+    set_budget(pf_staging_processes_now());
     return __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE);
 }
 

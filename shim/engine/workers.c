@@ -2,7 +2,7 @@
 #include "../base/clock.h"
 #include "../base/message.h"
 #include "../base/options.h"
-#include "../memory/fresh.h"
+#include "../memory/first_touch.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -109,7 +109,7 @@ static void run_task(struct pf_task *t) {
     if (t->src)
         pf_copy_rows(t->kind, t->dst, dpitch, t->src, spitch, t->row, t->len);
     else
-        pf_fresh_populate(t->dst, t->len);
+        pf_first_touch_populate(t->dst, t->len);
     t->ended_ns = pf_now_ns();
     __atomic_fetch_add(&busy_ns, t->ended_ns - t0, __ATOMIC_RELAXED);
     if (!self)
@@ -334,7 +334,6 @@ void pf_workers_forked(void) {
     qlock = queued = sleepers = pf_workers_started_ = active = 0;
     pf_workers_budget_ = PF_MAX_WORKERS;
     last_end_ns = last_submit_ns = busy_ns = helped_ns = 0;
-    pf_workerpool_forked();
 }
 
 int pf_workers_sleeping(void) { return __atomic_load_n(&sleepers, __ATOMIC_RELAXED); }

@@ -11,7 +11,7 @@
 
 struct pf_task {
     void *dst;
-    const void *src;      /* NULL: fault dst in ahead of a copy (pf_fresh_populate) */
+    const void *src;      /* NULL: fault dst in ahead of a copy (pf_first_touch_populate) */
     size_t len;
     /* rows of a pitched copy (row 0: one linear copy): rows of `row` bytes,
      * packed on one side, `pitch` apart on the other (the destination's
@@ -66,15 +66,16 @@ int pf_workers_boost(int delta);
 
 /* Between workers.c (the threads) and workerpool.c (how many): the most
  * threads, those running, those that may be awake at once, a thread's
- * body, and the pool's own reset in a forked child. */
+ * body. */
 #define PF_MAX_WORKERS 64
 extern int pf_workers_started_;
 extern int pf_workers_budget_;
 void *pf_worker_main(void *arg);
-void pf_workerpool_forked(void);
 
-/* In a forked child: the threads are gone; start afresh when needed. */
+/* In a forked child: the threads are gone; start afresh when needed (the
+ * queue, workers.c; the pool's size, workerpool.c). */
 void pf_workers_forked(void);
+void pf_workerpool_forked(void);
 
 /* Workers allowed awake at once, and the processes staging it was shared
  * among (debug log). */

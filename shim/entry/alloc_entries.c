@@ -5,7 +5,7 @@
 #include "../memory/hostmap.h"
 #include "../memory/pool.h"
 #include "../memory/register.h"
-#include "../observe/latepin.h"
+#include "../observe/pin_after_copy.h"
 
 #define TIMED(family, bytes, call, on_success)                                 \
     do {                                                                       \
@@ -41,7 +41,7 @@ static CUresult pinned_done(enum pf_alloc_api api, void **pp, size_t n, unsigned
     pf_observe_alloc(api, n, pf_ticks_since(t0), r);
     if (r == CUDA_SUCCESS) {
         pf_hostmap_add(*pp, n, PF_MEM_PINNED, flags);
-        pf_latepin_alloc(*pp, n);
+        pf_pin_after_copy_alloc(*pp, n);
     }
     return r;
 }
@@ -112,7 +112,7 @@ static CUresult free_host(void *p) {
     if (!pf_pool_free(p, &r))
         r = PF_CALL(cuMemFreeHost, p);
     if (r == CUDA_SUCCESS)
-        pf_latepin_free(p);
+        pf_pin_after_copy_free(p);
     return r;
 }
 

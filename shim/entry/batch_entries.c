@@ -1,12 +1,15 @@
 /* The batch entry points (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync), made
- * from the table (PF_BATCH_ENTRIES).  A batch has what it can of its
- * copies staged (batch_stage), the others passed to the driver as one
- * smaller batch; it is seen once by the observers (pf_observe_copy). */
+ * from the table (PF_BATCH_ENTRIES): each ABI's arguments, what its copies
+ * are and whether they are valid, and its driver call for a part of a
+ * batch.  A batch has what it can of its copies staged (batch.c), the
+ * others passed to the driver as one smaller batch; it is seen once by the
+ * observers (pf_observe_copy). */
+#include "batch.h"
 #include "copies.h"
 #include "../driver/capture.h"
 #include "../engine/engine.h"
 #include "../engine/shape.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
 #include "../memory/register.h"
 
 #include <stdint.h>
@@ -47,38 +50,6 @@ static struct batch batch3d(const CUDA_MEMCPY3D_BATCH_OP *ops, size_t count) {
     return b;
 }
 
-/* One copy of a batch, and who moves it. */
-enum batch_to { TO_DRIVER, TO_ENGINE, TO_BOUNCE };
-struct batch_copy {
-    struct pf_xfer x;
-    struct pf_shape s; /* a pitched copy's (3D batches) */
-    enum batch_to to;
-};
-
-/* A batch as its wrapper has it: `stageable` says whether copy i is valid
- * as far as pinfast can check (COPY_INVALID if not) and whether pinfast may
- * take it (COPY_TAKE, with c->x and c->to set but the stream), `part` is the
- * driver's own call of the same ABI for the copies idx[0..k) alone, built
- * in `scratch` (room for every copy: `scratch_bytes` each), with failIdx
- * `fail` (the 12.8 ABI; NULL for 13.0). */
-struct batch_abi {
-    void *args;
-    int (*stageable)(void *args, size_t i, struct batch_copy *c); /* COPY_* */
-    CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
-    size_t scratch_bytes;
-    CUstream stream;
-    int (*guard)(void *args, size_t i); /* before the driver sees copy i: pf_register_guard's answer */
-};
-
-/* Before the driver sees the whole batch, well formed or not: 1 when a
- * registration of pinfast's holds some of its host bytes. */
-static int batch_guard_all(const struct batch_abi *b, size_t n, int valid) {
-    int held = 0;
-    for (size_t i = 0; valid && pf_register_watching() && i < n; i++)
-        held |= b->guard(b->args, i);
-    return held;
-}
-
 /* Source orders and flags pinfast knows the meaning of; with any other the
  * driver answers.  Location hints change where a managed or HMM operand is
  * moved, never what is copied: pinfast stages with any it knows. */
@@ -112,92 +83,6 @@ static int side_valid(CUdeviceptr p, size_t span) {
  * docs/results/2026-11-24-h100-registration-cache/batch-probe.log), and staging one would make the program wait. */
 static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
     return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-}
-
-/* What `stageable` finds of a copy. */
-enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
-
-/* The driver's call for idx[0..k): its failIdx mapped back to the batch's. */
-static CUresult batch_driver(const struct batch_abi *b, void *scratch, const size_t *idx, size_t k, size_t *fail) {
-    size_t f = fail ? *fail : 0;
-    int held = 0;
-    for (size_t j = 0; j < k && pf_register_watching(); j++)
-        held |= b->guard(b->args, idx[j]);
-    CUresult r = b->part(b->args, scratch, idx, k, fail ? &f : NULL);
-    if (held && r == CUDA_SUCCESS) /* as copies.h's FINISH */
-        r = pf_registered_await_stream(b->stream);
-    if (fail)
-        *fail = r && f < k ? idx[f] : f;
-    return r;
-}
-
-/* Stages what it can of a batch of n copies the wrapper found well formed:
- * 1 when it took the batch (c->result is the call's), 0 when the whole
- * batch goes to the driver untouched.  Every copy is checked before
- * anything moves, and pinfast takes a batch only when it finds every copy
- * valid: a refused batch has moved the copies before the one refused (H100,
- * docs/results/2026-11-24-h100-registration-cache/batch-probe.log), which only the driver can reproduce, so any doubt
- * leaves the whole batch to the driver (codes, failIdx and bytes its own).
- * Under a capture the driver refuses batches (900, H100): they pass
- * through, unlooked at.  The copies pinfast does not take go to the driver
- * first, as one smaller batch: its answer is the whole batch's (copies have
- * no order within a batch, and all were found valid), failIdx mapped back.  On the 12.8 ABI one copy always
- * goes to the driver, so that failIdx gets what the driver writes there
- * on success.  A copy the engine then declines (no slot free) goes to the
- * driver after the staged ones. */
-static int batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t *fail, int v1) {
-    CUstreamCaptureStatus cs;
-    if (!pf_options()->stage || b->stream == CU_STREAM_LEGACY || (v1 && !fail) || pf_capturing() ||
-        PF_CALL(cuStreamIsCapturing, b->stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return 0;
-    struct batch_copy *bc = calloc(n, sizeof *bc);
-    size_t *idx = malloc(2 * n * sizeof *idx);
-    void *scratch = malloc(n * b->scratch_bytes);
-    size_t nd = 0, ns = 0, small = 0;
-    int valid = 1;
-    for (size_t i = 0; bc && idx && scratch && valid && i < n; i++) {
-        uint64_t mark[2];
-        bc[i].x.stream = b->stream;
-        bc[i].x.async = 1;
-        int k = b->stageable(b->args, i, &bc[i]);
-        valid = k != COPY_INVALID;
-        if (k == COPY_TAKE && pf_route_confirm(&bc[i].x, 0, mark)) {
-            small = ns++ && bc[small].x.bytes <= bc[i].x.bytes ? small : i;
-        } else {
-            bc[i].to = TO_DRIVER;
-            idx[nd++] = i;
-        }
-    }
-    int took = bc && idx && scratch && valid && ns;
-    if (took) {
-        if (v1 && !nd) {
-            bc[small].to = TO_DRIVER;
-            idx[nd++] = small;
-        }
-        c->result = nd ? batch_driver(b, scratch, idx, nd, fail) : CUDA_SUCCESS;
-        size_t *declined = idx + n, nk = 0;
-        for (size_t i = 0; i < n && !c->result; i++) {
-            CUresult r = CUDA_SUCCESS;
-            const struct pf_timeline *chunks;
-            if (bc[i].to == TO_DRIVER)
-                continue;
-            if (!(bc[i].to == TO_BOUNCE ? pf_engine_bounce(&bc[i].x, &r) : pf_engine_copy(&bc[i].x, &r, &chunks))) {
-                declined[nk++] = i;
-                continue;
-            }
-            if (c->path != PF_PATH_STAGED)
-                c->path = bc[i].to == TO_BOUNCE ? PF_PATH_BOUNCED : PF_PATH_STAGED;
-            c->result = r;
-            if (r && fail) /* a staging error is the copy's */
-                *fail = i;
-        }
-        if (!c->result && nk)
-            c->result = batch_driver(b, scratch, declined, nk, fail);
-    }
-    free(bc);
-    free(idx);
-    free(scratch);
-    return took;
 }
 
 /* A linear batch's arguments. */
@@ -353,8 +238,8 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         __typeof__(args) a_ = args;                                            \
         struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard}; \
         int valid_ = valid;                                                    \
-        FINISH(valid_ && batch_stage(&c_, &abi_, n, fail, v1), b_.bytes,       \
-               batch_guard_all(&abi_, n, valid_), abi_.stream, call);          \
+        FINISH(valid_ && pf_batch_stage(&c_, &abi_, n, fail, v1), b_.bytes,       \
+               pf_batch_guard_all(&abi_, n, valid_), abi_.stream, call);          \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's

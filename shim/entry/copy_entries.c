@@ -7,7 +7,7 @@
 #include "copies.h"
 #include "../engine/engine.h"
 #include "../engine/shape.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
 #include "../memory/register.h"
 
 #include <stdint.h>

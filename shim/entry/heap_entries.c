@@ -6,7 +6,7 @@
  * that a malloc preloaded after pinfast keeps working.  A pointer is the
  * heap's when it lies in its reserved range: one comparison. */
 #include "entry.h"
-#include "../base/dynsym.h"
+#include "../base/libc.h"
 #include "../memory/heap.h"
 
 #include <errno.h>
@@ -16,62 +16,38 @@
 #include <string.h>
 #include <unistd.h>
 
-/* glibc's own, where no other is found */
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t m, size_t n);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-extern void *__libc_memalign(size_t align, size_t n);
-
 static int glibc_posix_memalign(void **pp, size_t align, size_t n) {
     void *p = __libc_memalign(align, n);
     return p ? (*pp = p, 0) : ENOMEM;
 }
-static void *glibc_aligned_alloc(size_t align, size_t n) { return __libc_memalign(align, n); }
 static size_t glibc_usable(void *p) { (void)p; return 0; }
 static int glibc_trim(size_t pad) { (void)pad; return 0; }
 
-/* The real function `name` (base/dynsym.h), of the type of pinfast's
- * own; `glibc` where none is found.  Found once: the objects defining
- * malloc's functions are loaded before the first call. */
-#define REAL(name, glibc)                                                      \
-    ({                                                                         \
-        static void *real_;                                                    \
-        void *f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                  \
-        if (!f_) {                                                             \
-            f_ = pf_dynsym_other(#name);                                       \
-            f_ = f_ ? f_ : (void *)(glibc);                                    \
-            __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                    \
-        }                                                                      \
-        (__typeof__(&name))f_;                                                 \
-    })
-
-static void *real_malloc(size_t n) { return REAL(malloc, __libc_malloc)(n); }
 
 PF_API void *malloc(size_t n) {
     void *p = pf_heap_serves(n) ? pf_heap_alloc(n, 16, 0) : NULL;
-    return p ? p : real_malloc(n);
+    return p ? p : pf_libc_malloc(n);
 }
 
 PF_API void free(void *p) {
     if (pf_heap_owns(p))
         pf_heap_free(p);
     else
-        REAL(free, __libc_free)(p);
+        pf_libc_free(p);
 }
 
 PF_API void *calloc(size_t m, size_t n) {
     size_t t;
     void *p = !__builtin_mul_overflow(m, n, &t) && pf_heap_serves(t) ? pf_heap_alloc(t, 16, 1) : NULL;
-    return p ? p : REAL(calloc, __libc_calloc)(m, n);
+    return p ? p : pf_libc_calloc(m, n);
 }
 
 /* A block of the real allocator stays with it (growing one from small to
  * large keeps glibc's mremap); one of the heap is resized there. */
 PF_API void *realloc(void *p, size_t n) {
     if (p && pf_heap_owns(p))
-        return pf_heap_realloc(p, n, real_malloc);
-    return REAL(realloc, __libc_realloc)(p, n);
+        return pf_heap_realloc(p, n, pf_libc_malloc);
+    return pf_libc_realloc(p, n);
 }
 
 PF_API void *reallocarray(void *p, size_t m, size_t n) {
@@ -87,19 +63,19 @@ PF_API int posix_memalign(void **pp, size_t align, size_t n) {
     void *p = pf_heap_serves(n) && align && !(align & (align - 1)) && !(align % sizeof(void *))
                   ? pf_heap_alloc(n, align, 0) : NULL;
     if (!p)
-        return REAL(posix_memalign, glibc_posix_memalign)(pp, align, n);
+        return PF_LIBC_REAL("posix_memalign", glibc_posix_memalign)(pp, align, n);
     *pp = p;
     return 0;
 }
 
 PF_API void *aligned_alloc(size_t align, size_t n) {
     void *p = pf_heap_serves(n) && align && !(align & (align - 1)) ? pf_heap_alloc(n, align, 0) : NULL;
-    return p ? p : REAL(aligned_alloc, glibc_aligned_alloc)(align, n);
+    return p ? p : PF_LIBC_REAL("aligned_alloc", __libc_memalign)(align, n);
 }
 
 PF_API void *memalign(size_t align, size_t n) {
     void *p = pf_heap_serves(n) && align && !(align & (align - 1)) ? pf_heap_alloc(n, align, 0) : NULL;
-    return p ? p : REAL(memalign, __libc_memalign)(align, n);
+    return p ? p : PF_LIBC_REAL("memalign", __libc_memalign)(align, n);
 }
 
 PF_API void *valloc(size_t n) { return memalign((size_t)sysconf(_SC_PAGESIZE), n); }
@@ -116,10 +92,10 @@ PF_API void *pvalloc(size_t n) {
 PF_API size_t malloc_usable_size(void *p) {
     if (p && pf_heap_owns(p))
         return pf_heap_usable(p);
-    return REAL(malloc_usable_size, glibc_usable)(p);
+    return PF_LIBC_REAL("malloc_usable_size", glibc_usable)(p);
 }
 
 PF_API int malloc_trim(size_t pad) {
     pf_heap_trim();
-    return REAL(malloc_trim, glibc_trim)(pad);
+    return PF_LIBC_REAL("malloc_trim", glibc_trim)(pad);
 }

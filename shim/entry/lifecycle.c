@@ -4,16 +4,16 @@
 #include "../base/options.h"
 #include "../driver/capture.h"
 #include "../driver/driver.h"
-#include "../engine/cpushare.h"
+#include "../engine/staging_processes.h"
 #include "../engine/engine.h"
 #include "../engine/workers.h"
 #include "../memory/heap.h"
 #include "../memory/hostmap.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
 #include "../memory/pool.h"
 #include "../memory/register.h"
 #include "../observe/callsite.h"
-#include "../observe/latepin.h"
+#include "../observe/pin_after_copy.h"
 #include "../observe/observe.h"
 #include "../observe/trace.h"
 
@@ -41,7 +41,8 @@ static const struct hooks {
     {NULL, NULL, pf_capture_forked, NULL},
     {NULL, NULL, pf_pending_forked, NULL},
     {NULL, NULL, pf_workers_forked, NULL},
-    {NULL, NULL, pf_cpushare_forked, pf_cpushare_exit},
+    {NULL, NULL, pf_workerpool_forked, NULL},
+    {NULL, NULL, pf_staging_processes_forked, pf_staging_processes_exit},
     {NULL, NULL, pf_pool_forked, NULL},
     /* the heap's lock is held across fork; the child keeps every block (the
      * kernel copies registered pages for it) and no registration.
@@ -51,7 +52,7 @@ static const struct hooks {
     {pf_heap_fork_prepare, pf_heap_fork_done, pf_heap_fork_done, NULL},
     {pf_register_fork_prepare, pf_register_fork_done, pf_register_forked, NULL},
     {NULL, NULL, pf_callsite_reset, NULL},
-    {NULL, NULL, pf_latepin_reset, NULL},
+    {NULL, NULL, pf_pin_after_copy_reset, NULL},
     {NULL, NULL, pf_trace_forked, pf_trace_flush},
     {NULL, NULL, NULL, report}, /* last: after the trace is out */
 };

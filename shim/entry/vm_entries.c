@@ -8,7 +8,7 @@
  * never registered: its changes need nothing.  Each wrapper is the system
  * call itself after a range test; no allocator is called. */
 #include "entry.h"
-#include "../base/dynsym.h"
+#include "../base/libc.h"
 #include "../memory/heap.h"
 #include "../memory/register.h"
 
@@ -28,7 +28,7 @@ static int in_heap(const void *p, size_t n) { return pf_heap_meets((uintptr_t)p,
 
 PF_API int munmap(void *p, size_t n) {
     if (!in_heap(p, n))
-        return (int)syscall(SYS_munmap, p, n);
+        return pf_libc_munmap(p, n);
     pf_register_changed((uintptr_t)p, end_of(p, n));
     pf_heap_altered((uintptr_t)p, end_of(p, n));
     return pf_heap_unmap((uintptr_t)p, end_of(p, n));
@@ -65,7 +65,7 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
 #endif
 
 /* Advice that takes the pages away retires a registration; the program's
- * own huge-page advice is never overridden by pinfast's (memory/fresh.c).
+ * own huge-page advice is never overridden by pinfast's (memory/first_touch.c).
  * POSIX_MADV_DONTNEED is a no-op in glibc. */
 PF_API int madvise(void *p, size_t n, int advice) {
     if (in_heap(p, n)) {
@@ -75,7 +75,7 @@ PF_API int madvise(void *p, size_t n, int advice) {
         else if (advice == MADV_HUGEPAGE || advice == MADV_NOHUGEPAGE)
             pf_heap_advised((uintptr_t)p, end_of(p, n));
     }
-    return (int)syscall(SYS_madvise, p, n, advice);
+    return pf_libc_madvise(p, n, advice);
 }
 
 /* A block made read-only or inaccessible is no longer written (or read)
@@ -86,7 +86,7 @@ PF_API int mprotect(void *p, size_t n, int prot) {
         pf_register_changed((uintptr_t)p, end_of(p, n));
         pf_heap_altered((uintptr_t)p, end_of(p, n));
     }
-    return (int)syscall(SYS_mprotect, p, n, prot);
+    return pf_libc_mprotect(p, n, prot);
 }
 
 PF_API void *mmap(void *p, size_t n, int prot, int flags, int fd, off_t off) {
@@ -94,11 +94,7 @@ PF_API void *mmap(void *p, size_t n, int prot, int flags, int fd, off_t off) {
         pf_register_changed((uintptr_t)p, end_of(p, n));
         pf_heap_altered((uintptr_t)p, end_of(p, n));
     }
-    if (off & 4095) { /* as glibc's: the kernel takes whole pages */
-        errno = EINVAL;
-        return MAP_FAILED;
-    }
-    return (void *)syscall(SYS_mmap, p, n, prot, flags, fd, off);
+    return pf_libc_mmap(p, n, prot, flags, fd, off);
 }
 
 PF_API void *mmap64(void *p, size_t n, int prot, int flags, int fd, off_t off) {

@@ -2,6 +2,7 @@
  * (every copy) vastly outnumber changes (allocations), ranges do not overlap,
  * and a program holds at most thousands of pinned blocks. */
 #include "hostmap.h"
+#include "../base/libc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ void pf_hostmap_add(const void *base, size_t size, enum pf_mem kind, unsigned fl
     } else {
         if (count == cap) {
             size_t ncap = cap ? cap * 2 : 64;
-            struct pf_range *n = realloc(ranges, ncap * sizeof *n);
+            struct pf_range *n = pf_libc_realloc(ranges, ncap * sizeof *n);
             if (!n) { /* unknown ranges are classified by the driver instead */
                 pthread_rwlock_unlock(&lock);
                 return;

@@ -10,6 +10,7 @@
 #include "../driver/driver.h"
 #include "hostmap.h"
 #include "../base/options.h"
+#include "../base/libc.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -85,10 +86,10 @@ void *pf_pool_take(int api, size_t size, unsigned flags) {
 
 void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc_ns) {
     struct pinned_block *b;
-    if (!pf_options()->pool_idle || !(b = calloc(1, sizeof *b)))
+    if (!pf_options()->pool_idle || !(b = pf_libc_calloc(1, sizeof *b)))
         return; /* an untracked block is freed by the driver, as without pinfast */
     if (!pf_current_context(&b->ctx, &b->ctx_id)) {
-        free(b);
+        pf_libc_free(b);
         return;
     }
     b->p = p;
@@ -109,7 +110,7 @@ void pf_pool_adopt(void *p, int api, size_t size, unsigned flags, uint64_t alloc
     b->chain = *at;
     *at = b;
     pthread_mutex_unlock(&lock);
-    free(stale);
+    pf_libc_free(stale);
 }
 
 /* The blocks of the list `trim` go back to the driver (lock not held). */
@@ -118,7 +119,7 @@ static void give_back(struct pinned_block *trim) {
         struct pinned_block *o = trim;
         trim = o->next;
         PF_CALL(cuMemFreeHost, o->p);
-        free(o);
+        pf_libc_free(o);
     }
 }
 
@@ -152,7 +153,7 @@ int pf_pool_free(void *p, CUresult *result) {
     if (!cache) { /* not ours to keep: the driver frees it and gives its own answer */
         unhash(b);
         pthread_mutex_unlock(&lock);
-        free(b);
+        pf_libc_free(b);
         return 0;
     }
     b->idle = 1;
@@ -235,7 +236,7 @@ void pf_pool_context_gone(CUcontext ctx) {
         struct pinned_block *b = dead;
         dead = b->next;
         pf_hostmap_remove(b->p, &(struct pf_range){0});
-        free(b);
+        pf_libc_free(b);
     }
 }
 

@@ -2,6 +2,7 @@
  * loads and stores; blocks outlive their threads and go to the next. */
 #include "counters.h"
 #include "../base/clock.h"
+#include "../base/libc.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -71,7 +72,7 @@ __attribute__((cold)) struct pf_thread_counters *pf_counters_claim(void) {
         for (b = blocks; b && b->owned; b = b->next)
             ;
         if (!b && nblocks < BLOCKS) {
-            void *p = mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+            void *p = pf_libc_mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                            -1, 0);
             if (p != MAP_FAILED) {
                 b = p;

@@ -2,6 +2,7 @@
  * is written, a few per call site.  The file stays mapped between lookups,
  * since consecutive ones are mostly in the same module. */
 #include "elfsym.h"
+#include "../base/libc.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -19,7 +20,7 @@ static struct {
 
 void pf_elfsym_release(void) {
     if (cur.map)
-        munmap((void *)cur.map, cur.size);
+        pf_libc_munmap((void *)cur.map, cur.size);
     cur.map = NULL;
     cur.path[0] = 0;
 }
@@ -36,7 +37,7 @@ static int map_file(const char *path) {
     struct stat st;
     void *m = MAP_FAILED;
     if (!fstat(fd, &st) && st.st_size >= (off_t)sizeof(Elf64_Ehdr))
-        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        m = pf_libc_mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
         return -1;

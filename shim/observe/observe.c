@@ -2,7 +2,7 @@
 #include "observe.h"
 #include "callsite.h"
 #include "counters.h"
-#include "latepin.h"
+#include "pin_after_copy.h"
 #include "names.h"
 #include "report.h"
 #include "trace.h"
@@ -28,13 +28,13 @@ __attribute__((cold)) static void trace(const char *api, const char *dir, const 
 
 /* What only a large copy, or a traced one, is shown to: out of line, so
  * that the common path saves no registers for it. */
-_Static_assert(PF_ROUNDTRIP_MIN_BYTES >= PF_LATEPIN_MIN_BYTES, "round trips start above late pinning");
+_Static_assert(PF_ROUNDTRIP_MIN_BYTES >= PF_PIN_AFTER_COPY_MIN_BYTES, "round trips start above late pinning");
 __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c, uint64_t ticks) {
     size_t bytes = c->bytes;
     int ok = !c->result;
     /* late pinning: the sizes copied from and to pageable memory */
     if (ok && c->host == PF_MEM_PAGEABLE && (c->dir == PF_DIR_H2D || c->dir == PF_DIR_D2H))
-        pf_latepin_copy(bytes);
+        pf_pin_after_copy_copy(bytes);
     if (__builtin_expect(pf_options()->trace != NULL, 0))
         trace(pf_copy_api_names[c->api], pf_dir_names[c->dir], pf_mem_names[c->host],
               pf_path_names[c->path], bytes, ticks, c->result, c->chunks);
@@ -47,7 +47,7 @@ __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c,
     }
     if (ok && c->d2h_dst &&
         (!c->async || (c->host == PF_MEM_PAGEABLE && !pf_options()->async_d2h)))
-        pf_roundtrip_d2h(c->d2h_dst, bytes);
+        pf_round_trip_d2h(c->d2h_dst, bytes);
 }
 
 /* The row's wall time under way, for its rate: rows without one (an
@@ -66,7 +66,7 @@ void pf_observe_copy(const struct pf_copy_seen *c) {
     pf_counter_add(b, &b->sizes[c->dir][pf_size_bucket(bytes)], bytes, ticks, c->result);
     if (c->weight)
         busy(c, took);
-    if (__builtin_expect(bytes >= PF_LATEPIN_MIN_BYTES || pf_options()->trace != NULL, 0))
+    if (__builtin_expect(bytes >= PF_PIN_AFTER_COPY_MIN_BYTES || pf_options()->trace != NULL, 0))
         observe_more(c, ticks);
     /* last, a tail call: its stack walks are no part of the traced call */
     pf_callsite_copy(c->result ? 0 : bytes, ticks);

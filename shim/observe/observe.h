@@ -5,7 +5,7 @@
 #ifndef PINFAST_OBSERVE_H
 #define PINFAST_OBSERVE_H
 
-#include "roundtrip.h"
+#include "round_trips.h"
 #include "../base/clock.h"
 #include "../base/options.h"
 #include "../base/types.h"
@@ -87,7 +87,7 @@ pf_observe_sides(struct pf_copy_seen *c, enum pf_dir dir, enum pf_mem host, uint
     c->dir = dir;
     c->host = host;
     c->async = async;
-    c->round_trip = dir == PF_DIR_H2D && readable && pf_roundtrip_h2d((const void *)src, c->bytes);
+    c->round_trip = dir == PF_DIR_H2D && readable && pf_round_trip_h2d((const void *)src, c->bytes);
     c->d2h_dst = dir == PF_DIR_D2H && readable ? (const void *)dst : NULL;
 }
 

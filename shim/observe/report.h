@@ -1,6 +1,7 @@
 /* Inside the report: the counters summed, the figures drawn from them,
  * the advice, and the output buffer both renderers write to.  Shared by
- * summary.c, advice.c, report.c, report_text.c and report_json.c. */
+ * summary.c, advice.c, report.c, report_out.c, report_text.c and
+ * report_json.c. */
 #ifndef PINFAST_REPORT_H
 #define PINFAST_REPORT_H
 
@@ -61,7 +62,9 @@ struct pf_out {
     size_t len;
     char buf[8192];
 };
+/* report_out.c: a line into the buffer (flushed when full), and the buffer out. */
 void pf_put(struct pf_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void pf_out_flush(struct pf_out *o);
 
 struct pf_advice {
     const char *kind;

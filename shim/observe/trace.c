@@ -9,6 +9,7 @@
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../base/types.h"
+#include "../base/libc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -115,7 +116,7 @@ static struct buf *claim(void) {
     pthread_mutex_lock(&list_lock);
     for (b = bufs; b && b->owned; b = b->next)
         ;
-    if (!b && (b = calloc(1, sizeof *b))) {
+    if (!b && (b = pf_libc_calloc(1, sizeof *b))) {
         b->next = bufs;
         bufs = b;
     }
@@ -140,12 +141,12 @@ __attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char 
 }
 
 /* Microseconds since the library's load, the Chrome trace's unit. */
-static double us(uint64_t ns) { return (double)(ns - origin) * 1e-3; }
+static double trace_us(uint64_t ns) { return (double)(ns - origin) * 1e-3; }
 
 /* One complete event ("X") from start to end on thread tid. */
 #define EVENT(b, name, tid, start, end, args, ...)                                              \
     put(b, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.3f,\"dur\":%.3f,\"args\":{" args "}}", \
-        name, pid, (long)(tid), us(start), (double)((end) - (start)) * 1e-3, __VA_ARGS__)
+        name, pid, (long)(tid), trace_us(start), (double)((end) - (start)) * 1e-3, __VA_ARGS__)
 
 /* A staged copy's chunks: each DMA, from its issue to its end seen (or to
  * the issuing call's return, when the copy returned before), on its

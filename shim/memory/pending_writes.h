@@ -2,8 +2,8 @@
  * PINFAST_ASYNC_D2H).  Every copy that reads or writes host memory waits for
  * the ranges it overlaps, so a program sees its copies in the order the plain
  * driver would have completed them. */
-#ifndef PINFAST_PENDING_H
-#define PINFAST_PENDING_H
+#ifndef PINFAST_PENDING_WRITES_H
+#define PINFAST_PENDING_WRITES_H
 
 #include <stddef.h>
 

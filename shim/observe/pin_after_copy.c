@@ -4,7 +4,7 @@
  * rounds up so).  Matching blocks are remembered until freed, to know how
  * much such memory was held at once.  A program that allocates its pinned
  * buffers before it copies never matches. */
-#include "latepin.h"
+#include "pin_after_copy.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -20,9 +20,9 @@ static struct {
 static uint64_t count, bytes, live, peak;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-void pf_latepin_copy_large(size_t n) {
+void pf_pin_after_copy_copy_large(size_t n) {
     for (unsigned i = 0; i < SIZES; i++) {
-        size_t *s = &sizes[(n / PF_LATEPIN_MIN_BYTES + i) % SIZES];
+        size_t *s = &sizes[(n / PF_PIN_AFTER_COPY_MIN_BYTES + i) % SIZES];
         size_t v = __atomic_load_n(s, __ATOMIC_RELAXED);
         if (!v && __atomic_compare_exchange_n(s, &v, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             return;
@@ -41,8 +41,8 @@ static int copied_before(size_t m) {
     return 0;
 }
 
-void pf_latepin_alloc(const void *p, size_t n) {
-    if (n < PF_LATEPIN_MIN_BYTES || !copied_before(n))
+void pf_pin_after_copy_alloc(const void *p, size_t n) {
+    if (n < PF_PIN_AFTER_COPY_MIN_BYTES || !copied_before(n))
         return;
     pthread_mutex_lock(&lock);
     count++;
@@ -57,7 +57,7 @@ void pf_latepin_alloc(const void *p, size_t n) {
     pthread_mutex_unlock(&lock);
 }
 
-void pf_latepin_free(const void *p) {
+void pf_pin_after_copy_free(const void *p) {
     pthread_mutex_lock(&lock);
     for (unsigned i = 0; i < HELD; i++)
         if (held[i].p == p) {
@@ -68,13 +68,13 @@ void pf_latepin_free(const void *p) {
     pthread_mutex_unlock(&lock);
 }
 
-void pf_latepin_stats(struct pf_latepin_stats *s) {
+void pf_pin_after_copy_stats(struct pf_pin_after_copy_stats *s) {
     pthread_mutex_lock(&lock);
     s->count = count, s->bytes = bytes, s->peak_bytes = peak;
     pthread_mutex_unlock(&lock);
 }
 
-void pf_latepin_reset(void) {
+void pf_pin_after_copy_reset(void) {
     memset(sizes, 0, sizeof sizes);
     memset(held, 0, sizeof held);
     count = bytes = live = peak = 0;

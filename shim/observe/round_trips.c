@@ -3,7 +3,7 @@
  * with the same digest is a round trip.  Sampling keeps the cost to a few
  * cache lines per copy; a change between the samples goes unseen, which the
  * advice says. */
-#include "roundtrip.h"
+#include "round_trips.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -43,14 +43,14 @@ static uint64_t digest(const void *p, size_t n) {
     return h;
 }
 
-void pf_roundtrip_d2h_large(const void *p, size_t n) {
+void pf_round_trip_d2h_large(const void *p, size_t n) {
     unsigned k = next++ % REMEMBERED;
     seen[k].p = p;
     seen[k].n = n;
     seen[k].digest = digest(p, n);
 }
 
-int pf_roundtrip_h2d_large(const void *p, size_t n) {
+int pf_round_trip_h2d_large(const void *p, size_t n) {
     for (int i = 0; i < REMEMBERED; i++)
         if (seen[i].p == p && seen[i].n == n) {
             seen[i].p = NULL; /* one trip back per trip out */

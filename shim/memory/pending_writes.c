@@ -1,4 +1,4 @@
-#include "pending.h"
+#include "pending_writes.h"
 
 #include <pthread.h>
 #include <stdint.h>

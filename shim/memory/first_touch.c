@@ -7,15 +7,15 @@
  * on which the program gave none: it never overrides the program's, and
  * is never left on memory pinfast does not own.  The copy writes every byte of the interior, so
  * neither makes the program's memory larger than the copy does. */
-#include "fresh.h"
+#include "first_touch.h"
 #include "heap.h"
 #include "../base/options.h"
+#include "../base/libc.h"
 
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #define HUGE_PAGE ((uintptr_t)PF_HUGE_PAGE)
@@ -42,7 +42,7 @@ static int advice_helps(void) {
     return m == 1;
 }
 
-size_t pf_fresh_advise(void *p, size_t n, char **interior) {
+size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
     uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
     unsigned char resident = 1;
     *interior = NULL;
@@ -51,7 +51,7 @@ size_t pf_fresh_advise(void *p, size_t n, char **interior) {
     if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() ||
         !pf_heap_advisable(p, n) || mincore((void *)lo, 4096, &resident) || (resident & 1))
         return 0; /* too small, not wanted, not pinfast's, or already touched: not fresh */
-    if (syscall(SYS_madvise, lo, hi - lo, MADV_HUGEPAGE))
+    if (pf_libc_madvise((void *)lo, hi - lo, MADV_HUGEPAGE))
         return 0;
     *interior = (char *)lo;
     return hi - lo;
@@ -61,4 +61,4 @@ size_t pf_fresh_advise(void *p, size_t n, char **interior) {
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void pf_fresh_populate(void *p, size_t n) { (void)syscall(SYS_madvise, p, n, MADV_POPULATE_WRITE); }
+void pf_first_touch_populate(void *p, size_t n) { (void)pf_libc_madvise(p, n, MADV_POPULATE_WRITE); }

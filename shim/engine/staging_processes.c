@@ -5,9 +5,10 @@
  * 1 MiB copies ran at half the plain speed (docs/results, h200x2). A process
  * that dies keeps its slot until another finds its pid gone; it stops
  * counting a second after its last copy. */
-#include "cpushare.h"
+#include "staging_processes.h"
 #include "../base/clock.h"
 #include "../base/message.h"
+#include "../base/libc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +52,7 @@ static struct table *open_table(void) {
     /* only a table of our own: another user's file would let them starve us */
     if (fstat(fd, &st) == 0 && st.st_uid == getuid() && S_ISREG(st.st_mode) &&
         (st.st_size >= (off_t)sizeof(struct table) || ftruncate(fd, sizeof(struct table)) == 0))
-        m = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        m = pf_libc_mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     return m == MAP_FAILED ? NULL : m;
 }
@@ -69,7 +70,7 @@ static int claim(struct table *t, int me) {
     return -1;
 }
 
-void pf_cpushare_exit(void) {
+void pf_staging_processes_exit(void) {
     int me = pid; /* the exchange writes what it found here when it fails */
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && me == getpid())
         __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED,
@@ -79,7 +80,7 @@ void pf_cpushare_exit(void) {
 /* Under the lock: maps the table and claims a slot, once per process. */
 static int join(void) {
     if (!table) {
-        table = open_table(); /* the slot is given back at exit: pf_cpushare_exit */
+        table = open_table(); /* the slot is given back at exit: pf_staging_processes_exit */
     }
     pid = getpid();
     mine = table ? claim(table, pid) : -1;
@@ -89,7 +90,7 @@ static int join(void) {
     return mine < 0 ? ALONE : JOINED;
 }
 
-int pf_cpushare_staging(void) {
+int pf_staging_processes_now(void) {
     int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
     if (s == ALONE)
         return 1;
@@ -113,7 +114,7 @@ int pf_cpushare_staging(void) {
     return n;
 }
 
-void pf_cpushare_forked(void) {
+void pf_staging_processes_forked(void) {
     pthread_mutex_init(&lock, NULL);
     state = UNTRIED; /* the table stays mapped; the slot is the parent's */
     counted = 1;

@@ -1,7 +1,8 @@
 /* Landings: asynchronous pageable D2H chunks copied out in stream callbacks. */
 #include "staging.h"
 #include "../driver/driver.h"
-#include "../memory/pending.h"
+#include "../memory/pending_writes.h"
+#include "../base/libc.h"
 
 #include <stdlib.h>
 
@@ -35,7 +36,7 @@ static void CUDA_CB landed(CUstream stream, CUresult status, void *arg) {
     l->s->busy = 0;
     c->landing--;
     pthread_mutex_unlock(&c->lock);
-    free(l);
+    pf_libc_free(l);
 }
 
 /* A free slot for a landing, if landings hold fewer than half the slots:
@@ -61,7 +62,7 @@ static void drop_landing_slot(struct pf_context *c, struct pf_slot *s) {
 /* Issues landings for a prefix of the copy; returns its length.  The rest
  * (no slot free under the cap, the range table full, no memory) is staged
  * synchronously by the caller. */
-size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind,
+size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind,
                    CUresult *err) {
     int range = pf_pending_begin(x->host, x->bytes);
     if (range < 0)
@@ -71,7 +72,7 @@ size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy 
         struct pf_slot *s = take_landing_slot(c, pf_fence_owner(x->stream));
         if (!s)
             break;
-        struct landing *l = aligned_alloc(_Alignof(struct landing), sizeof *l);
+        struct landing *l = pf_libc_aligned_alloc(_Alignof(struct landing), sizeof *l);
         if (!l) {
             drop_landing_slot(c, s);
             break;
@@ -95,7 +96,7 @@ size_t pf_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy 
             pf_pending_release(range);
             *err = PF_CALL(cuStreamSynchronize, x->stream);
         }
-        free(l);
+        pf_libc_free(l);
         drop_landing_slot(c, s);
         break;
     }
