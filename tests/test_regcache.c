@@ -1319,6 +1319,24 @@ static void test_refused_next_owner(void **s)
     settle_all();
 }
 
+/* Of two kept blocks of one size, a malloc gets the one the program
+ * touched, not calloc's zeros left untouched: no page to fault in. */
+static void test_kept_touched_first(void **s)
+{
+    (void)s;
+    unsigned char *a = pf_heap_alloc(N, 16, 0), *b = pf_heap_alloc(N, 16, 1);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 1, N);
+    pf_heap_free(a);
+    pf_heap_free(b); /* the newest kept */
+    unsigned char *c = pf_heap_alloc(N, 16, 0);
+    if (c != a)
+        fail_msg("a malloc got the untouched kept block %p, not the touched one %p", (void *)c, (void *)a);
+    pf_heap_free(c);
+    settle_all();
+}
+
 /* ---- at exit: pinfast's handler undoes what is left --------------------------------- */
 static unsigned char *leftover;
 
@@ -1360,6 +1378,7 @@ int main(void)
         cmocka_unit_test_setup(test_program_registration_retired, fresh_start),
         cmocka_unit_test_setup(test_program_registration_freed_first, fresh_start),
         cmocka_unit_test_setup(test_refused_next_owner, fresh_start),
+        cmocka_unit_test_setup(test_kept_touched_first, fresh_start),
         cmocka_unit_test_setup(test_exit_leftover, fresh_start),
     };
     int rc = cmocka_run_group_tests(tests, setup, NULL);

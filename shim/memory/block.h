@@ -36,6 +36,7 @@ struct pf_block {
     uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
     uint8_t thp;          /* the program advised huge pages on it, or against */
     uint8_t altered;      /* the program unmapped, remapped or protected some of it: given back when freed */
+    uint8_t cold;         /* KEPT: its first page was never touched (a calloc's zeros left as they came) */
     uint8_t nhands;       /* the program's registrations over it, hand[0, nhands) */
     uint16_t hands_lost;  /* PROGRAM: registrations of the program's past hand[]'s room */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
@@ -67,6 +68,9 @@ struct pf_block *pf_heap_blocks(size_t *n);
 /* b, KEPT or HELD and no longer registered, goes back to the system (lock
  * held). */
 void pf_heap_release(struct pf_block *b);
+/* [at, at+n) of the reserved range inaccessible, its pages gone, still
+ * reserved: -1 when the system refused. */
+int pf_heap_reserve_again(uintptr_t at, size_t n);
 /* Waits on c with the lock (held). */
 void pf_heap_wait(pthread_cond_t *c);
 

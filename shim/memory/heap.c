@@ -10,7 +10,9 @@
  * wrapped function: mappings are made by system calls. */
 #include "heap.h"
 #include "block.h"
+#include "heap_units.h"
 #include "../base/dynsym.h"
+#include "../base/libc.h"
 #include "../base/message.h"
 #include "../base/options.h"
 
@@ -37,8 +39,7 @@ static int reserved;                 /* 1: reserved; -1: failed, the heap is off
 static struct pf_block *blocks;      /* MAX_BLOCKS records */
 static uint32_t nrec, free_rec;      /* records used so far; the unused list (index + 1) */
 static uint32_t *unit_map;           /* per unit: the record holding it, index + 1 */
-static struct extent { uint32_t at, len; } *extents; /* free units, in address order */
-static size_t nextents, nunits;
+static size_t nunits;
 static uint32_t kept_head, kept_tail; /* oldest first, index + 1 */
 static uint32_t classes[64];          /* kept blocks by log2 of their size, index + 1 */
 static size_t keep_cap;
@@ -47,11 +48,10 @@ static struct pf_heap_stats stats;
 static uintptr_t page_;
 
 static void *sys_map(uintptr_t at, size_t n, int prot, int flags) {
-    return (void *)syscall(SYS_mmap, at, n, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return pf_libc_mmap((void *)at, n, prot, flags | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
-/* [at, at+n) inaccessible, its pages gone, still reserved. */
-static int sys_reserve(uintptr_t at, size_t n) {
+int pf_heap_reserve_again(uintptr_t at, size_t n) {
     return sys_map(at, n, PROT_NONE, MAP_FIXED | MAP_NORESERVE) == MAP_FAILED ? -1 : 0;
 }
 
@@ -87,15 +87,14 @@ static int reserve(void) {
         uintptr_t lo = ((uintptr_t)r + UNIT - 1) & ~(UNIT - 1);
         nunits = len / UNIT;
         void *map = sys_map(0, nunits * sizeof *unit_map, PROT_READ | PROT_WRITE, MAP_NORESERVE);
-        void *ext = sys_map(0, (nunits / 2 + 2) * sizeof *extents, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+        void *ext = sys_map(0, pf_units_bytes((uint32_t)nunits), PROT_READ | PROT_WRITE, MAP_NORESERVE);
         void *rec = sys_map(0, MAX_BLOCKS * sizeof *blocks, PROT_READ | PROT_WRITE, MAP_NORESERVE);
         if (map == MAP_FAILED || ext == MAP_FAILED || rec == MAP_FAILED) {
-            syscall(SYS_munmap, r, len + UNIT);
+            pf_libc_munmap(r, len + UNIT);
             break;
         }
-        unit_map = map, extents = ext, blocks = rec;
-        extents[0] = (struct extent){0, (uint32_t)nunits};
-        nextents = 1;
+        unit_map = map, blocks = rec;
+        pf_units_init(ext, (uint32_t)nunits);
         __atomic_store_n(&pf_heap_lo_, lo, __ATOMIC_RELAXED);
         __atomic_store_n(&pf_heap_len_, len, __ATOMIC_RELEASE);
         return reserved = 1;
@@ -103,42 +102,6 @@ static int reserve(void) {
     __atomic_store_n(&pf_heap_min_, SIZE_MAX, __ATOMIC_RELAXED);
     reserved = -1;
     return 0;
-}
-
-/* n free units, first fit: the first unit, or -1 (lock held). */
-static long take_units(uint32_t n) {
-    for (size_t i = 0; i < nextents; i++) {
-        if (extents[i].len < n)
-            continue;
-        uint32_t at = extents[i].at;
-        extents[i].at += n;
-        extents[i].len -= n;
-        if (!extents[i].len)
-            memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
-        return at;
-    }
-    return -1;
-}
-
-/* Units [at, at+n) are free again, merged with their neighbours (lock held). */
-static void give_units(uint32_t at, uint32_t n) {
-    size_t i = 0;
-    while (i < nextents && extents[i].at < at)
-        i++;
-    int left = i > 0 && extents[i - 1].at + extents[i - 1].len == at;
-    int right = i < nextents && at + n == extents[i].at;
-    if (left && right) {
-        extents[i - 1].len += n + extents[i].len;
-        memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
-    } else if (left) {
-        extents[i - 1].len += n;
-    } else if (right) {
-        extents[i].at = at;
-        extents[i].len += n;
-    } else {
-        memmove(&extents[i + 1], &extents[i], (nextents++ - i) * sizeof *extents);
-        extents[i] = (struct extent){at, n};
-    }
 }
 
 static uint32_t unit_of(uintptr_t p) { return (uint32_t)((p - pf_heap_lo_) / UNIT); }
@@ -206,10 +169,10 @@ void pf_heap_release(struct pf_block *b) {
         kept_pull(b);
     stats.live_bytes -= b->state == PF_BLOCK_LIVE ? b->size : 0;
     uint32_t at = unit_of(b->base);
-    if (sys_reserve(b->base, (size_t)b->units * UNIT))
+    if (pf_heap_reserve_again(b->base, (size_t)b->units * UNIT))
         return; /* the range stays the block's: never given out again */
     memset(&unit_map[at], 0, b->units * sizeof *unit_map);
-    give_units(at, b->units);
+    pf_units_give(at, b->units);
     uint32_t i = index_of(b);
     *b = (struct pf_block){.next = free_rec, .gen = b->gen + 1};
     free_rec = i;
@@ -223,9 +186,14 @@ static void header(const struct pf_block *b) {
     h[-1] = (b->size - b->user_off + HEADER) | IS_MMAPPED;
 }
 
-static int reg_kept(const struct pf_block *b) { return b && (b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING); }
+/* How much a kept block is worth to the next malloc: registered (copies
+ * go direct at once), then touched (no page to fault in and clear), then
+ * cold. */
+static int worth(const struct pf_block *b) {
+    return b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING ? 2 : !b->cold;
+}
 
-/* The kept block that fits n bytes best (a registered one first, then the
+/* The kept block that fits n bytes best (the worthiest, then the
  * smallest), at most a quarter larger than `need`: of need's size class or
  * the next; NULL when none (lock held). */
 static struct pf_block *fitting(size_t need, size_t n, size_t align) {
@@ -235,14 +203,23 @@ static struct pf_block *fitting(size_t need, size_t n, size_t align) {
             struct pf_block *b = &blocks[i - 1];
             if (b->size - b->user_off < n || b->size > need + need / 4 || b->user_off % align)
                 continue;
-            int reg = reg_kept(b), best_reg = reg_kept(best);
-            if (!best || reg > best_reg || (reg == best_reg && b->size < best->size))
+            int w = worth(b), best_w = best ? worth(best) : -1;
+            if (w > best_w || (w == best_w && b->size < best->size))
                 best = b;
-            if (reg && b->size == need) /* none fits better */
+            if (w == 2 && b->size == need) /* none fits better */
                 return best;
         }
     }
     return best;
+}
+
+/* Whether the block's first page wholly the program's (its header is on
+ * the page before) holds memory: the program touched the block.  One
+ * look, not a walk of its pages. */
+static int touched(const struct pf_block *b) {
+    unsigned char v = 0;
+    uintptr_t first = (b->base + b->user_off + page_ - 1) & ~(page_ - 1);
+    return syscall(SYS_mincore, first, page_, &v) == 0 && (v & 1);
 }
 
 /* A new block of `need` bytes (lock held). */
@@ -250,12 +227,12 @@ static struct pf_block *fresh(size_t need, uint32_t off) {
     uint32_t units = (uint32_t)((need + UNIT - 1) / UNIT);
     if (!free_rec && nrec == MAX_BLOCKS)
         return NULL;
-    long at = take_units(units);
+    long at = pf_units_take(units);
     if (at < 0)
         return NULL;
     uintptr_t base = pf_heap_lo_ + (uintptr_t)at * UNIT;
     if (sys_map(base, need, PROT_READ | PROT_WRITE, MAP_FIXED) == MAP_FAILED) {
-        give_units((uint32_t)at, units);
+        pf_units_give((uint32_t)at, units);
         return NULL;
     }
     uint32_t i = free_rec ? free_rec : ++nrec;
@@ -320,6 +297,7 @@ void pf_heap_free(void *p) {
         pf_heap_release(b);
     } else { /* one due is registered kept: the next fitting malloc gets it warm */
         b->state = PF_BLOCK_KEPT;
+        b->cold = warm(b) && !touched(b);
         stats.kept_blocks++;
         kept_push(b);
         /* warm blocks within PINFAST_HEAP_KEEP, the oldest given back first */
@@ -350,18 +328,12 @@ size_t pf_heap_usable(const void *p) {
  * glibc's mremap would (lock held): 1 then. */
 static int grow(struct pf_block *b, size_t need) {
     uint32_t units = (uint32_t)((need + UNIT - 1) / UNIT), end = unit_of(b->base) + b->units, more = units - b->units;
-    size_t i = 0;
-    while (i < nextents && extents[i].at < end)
-        i++;
-    if (units > b->units && (i == nextents || extents[i].at != end || extents[i].len < more))
+    if (units > b->units && !pf_units_free_at(end, more))
         return 0;
     if (sys_map(b->base + b->size, need - b->size, PROT_READ | PROT_WRITE, MAP_FIXED) == MAP_FAILED)
         return 0;
     if (units > b->units) {
-        extents[i].at += more;
-        extents[i].len -= more;
-        if (!extents[i].len)
-            memmove(&extents[i], &extents[i + 1], (--nextents - i) * sizeof *extents);
+        pf_units_take_at(end, more);
         for (uint32_t u = end; u < end + more; u++)
             unit_map[u] = index_of(b);
         b->units = units;
@@ -405,69 +377,6 @@ void pf_heap_trim(void) {
             pf_heap_release(b);
     }
     pthread_mutex_unlock(&lock);
-}
-
-/* [lo, hi) clipped to the reserved range. */
-static int clip(uintptr_t *lo, uintptr_t *hi) {
-    uintptr_t b = pf_heap_lo_, e = b + pf_heap_len_;
-    *lo = *lo < b ? b : *lo;
-    *hi = *hi > e ? e : *hi;
-    return *lo < *hi;
-}
-
-int pf_heap_unmap(uintptr_t lo, uintptr_t hi) {
-    if (lo & (page_ - 1) || hi <= lo) {
-        errno = EINVAL;
-        return -1;
-    }
-    hi = (hi + page_ - 1) & ~(page_ - 1);
-    uintptr_t a = lo, z = hi;
-    int r = 0;
-    if (clip(&a, &z)) {
-        r = sys_reserve(a, z - a);
-        if (lo < a)
-            r |= (int)syscall(SYS_munmap, lo, a - lo);
-        if (z < hi)
-            r |= (int)syscall(SYS_munmap, z, hi - z);
-    } else {
-        r = (int)syscall(SYS_munmap, lo, hi - lo);
-    }
-    return r ? -1 : 0;
-}
-
-void pf_heap_vacated(uintptr_t lo, uintptr_t hi) {
-    lo &= ~(page_ - 1);
-    hi = (hi + page_ - 1) & ~(page_ - 1);
-    if (clip(&lo, &hi))
-        (void)sys_reserve(lo, hi - lo);
-}
-
-/* Marks the blocks meeting [lo, hi): huge-page advice, or an alteration. */
-static void mark(uintptr_t lo, uintptr_t hi, int altered) {
-    if (!clip(&lo, &hi))
-        return;
-    pthread_mutex_lock(&lock);
-    for (uintptr_t p = lo & ~(UNIT - 1); p < hi; p += UNIT) {
-        struct pf_block *b = pf_heap_find(p);
-        if (b && altered)
-            b->altered = 1;
-        else if (b)
-            b->thp = 1;
-    }
-    pthread_mutex_unlock(&lock);
-}
-
-void pf_heap_advised(uintptr_t lo, uintptr_t hi) { mark(lo, hi, 0); }
-void pf_heap_altered(uintptr_t lo, uintptr_t hi) { mark(lo, hi, 1); }
-
-int pf_heap_advisable(const void *p, size_t n) {
-    if (!pf_heap_owns(p))
-        return 0;
-    pthread_mutex_lock(&lock);
-    struct pf_block *b = pf_heap_find((uintptr_t)p);
-    int ok = b && b->state == PF_BLOCK_LIVE && !b->thp && (uintptr_t)p + n <= b->base + b->size;
-    pthread_mutex_unlock(&lock);
-    return ok;
 }
 
 void pf_heap_stats(struct pf_heap_stats *out) {

@@ -62,7 +62,7 @@ void pf_heap_advised(uintptr_t lo, uintptr_t hi);
  * are given back when freed, never kept for reuse. */
 void pf_heap_altered(uintptr_t lo, uintptr_t hi);
 /* Whether [p, p+n) lies in one live block on which the program gave no
- * huge-page advice of its own (memory/fresh.c may advise it). */
+ * huge-page advice of its own (memory/first_touch.c may advise it). */
 int pf_heap_advisable(const void *p, size_t n);
 
 struct pf_heap_stats {

@@ -38,7 +38,7 @@ def arrays(n):
         del a, z
 
 
-CASES = {"objects": (objects, 200000), "buffers": (buffers, 4000), "arrays": (arrays, 3000)}
+CASES = {"objects": (objects, 200000), "buffers": (buffers, 4000), "arrays": (arrays, 600)}
 
 
 def main():
