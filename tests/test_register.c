@@ -545,6 +545,18 @@ static void test_protected_block_freed(void **s)
     }
 }
 
+/* realloc of no block is malloc: a buffer grown from nothing (CPython's
+ * bytearray) comes from pinfast's heap, and is registered when copied
+ * again and again. */
+static void test_realloc_from_nothing(void **s)
+{
+    (void)s;
+    unsigned char *r = realloc(NULL, BLK);
+    assert_non_null(r);
+    make_registered(r, BLK);
+    free(r);
+}
+
 /* realloc of a registered block: moved by a copy (it keeps its bytes), no
  * unregistration; the old block is kept registered. */
 static void test_reallocate(void **s)
@@ -1172,6 +1184,7 @@ int main(int argc, char **argv)
         CASE(test_mapped_over),
         CASE(test_protected_block_freed),
         CASE(test_reallocate),
+        CASE(test_realloc_from_nothing),
         CASE(test_fork),
         CASE(test_fork_registering),
         CASE(test_own_registrations),

@@ -43,9 +43,12 @@ PF_API void *calloc(size_t m, size_t n) {
 }
 
 /* A block of the real allocator stays with it (growing one from small to
- * large keeps glibc's mremap); one of the heap is resized there. */
+ * large keeps glibc's mremap); one of the heap is resized there; none is
+ * malloc's (a buffer grown from nothing, as CPython's bytearray). */
 PF_API void *realloc(void *p, size_t n) {
-    if (p && pf_heap_owns(p))
+    if (!p)
+        return malloc(n);
+    if (pf_heap_owns(p))
         return pf_heap_realloc(p, n, pf_libc_malloc);
     return pf_libc_realloc(p, n);
 }

@@ -36,7 +36,7 @@ struct pf_block {
     uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
     uint8_t thp;          /* the program advised huge pages on it, or against */
     uint8_t altered;      /* the program unmapped, remapped or protected some of it: given back when freed */
-    uint8_t cold;         /* KEPT: its first page was never touched (a calloc's zeros left as they came) */
+    uint8_t cold;         /* LIVE: calloc's; KEPT: calloc's, its first page never touched (zeros left as they came) */
     uint8_t nhands;       /* the program's registrations over it, hand[0, nhands) */
     uint16_t hands_lost;  /* PROGRAM: registrations of the program's past hand[]'s room */
     uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */

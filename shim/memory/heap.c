@@ -268,6 +268,7 @@ void *pf_heap_alloc(size_t n, size_t align, int zero) {
     if (b) {
         b->state = PF_BLOCK_LIVE;
         b->settles = 0;
+        b->cold = (uint8_t)zero;
         stats.live_bytes += b->size;
         header(b);
     }
@@ -297,7 +298,7 @@ void pf_heap_free(void *p) {
         pf_heap_release(b);
     } else { /* one due is registered kept: the next fitting malloc gets it warm */
         b->state = PF_BLOCK_KEPT;
-        b->cold = warm(b) && !touched(b);
+        b->cold = b->cold && warm(b) && !touched(b); /* (only calloc's may be untouched) */
         stats.kept_blocks++;
         kept_push(b);
         /* warm blocks within PINFAST_HEAP_KEEP, the oldest given back first */
