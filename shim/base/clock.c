@@ -35,8 +35,7 @@ static uint64_t refresh_at;  /* the tick after which the ratio is measured again
  * trusts it only where the kernel does. */
 static int kernel_trusts_tsc(void) {
     char b[16] = {0};
-    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                  O_RDONLY | O_CLOEXEC);
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 1; /* no sysfs (a container may hide it): the CPU's word */
     ssize_t n = read(fd, b, sizeof b - 1);

@@ -7,11 +7,9 @@
 
 /* A dynamic entry's address: relocated by glibc in place, except where the
  * section is read-only (the vDSO) */
-static uintptr_t dynamic_address(const struct link_map *m, ElfW(Addr) p) {
-    return p < m->l_addr ? m->l_addr + p : p;
-}
+static uintptr_t dynamic_address(const struct link_map *m, ElfW(Addr) p) { return p < m->l_addr ? m->l_addr + p : p; }
 
-static int defines(const ElfW(Sym) *s, const char *strtab, const char *name) {
+static int defines(const ElfW(Sym) * s, const char *strtab, const char *name) {
     int type = ELF64_ST_TYPE(s->st_info);
     return s->st_shndx != SHN_UNDEF && s->st_value && (type == STT_FUNC || type == STT_NOTYPE) &&
            !strcmp(strtab + s->st_name, name);

@@ -31,16 +31,16 @@ extern void *__libc_memalign(size_t align, size_t n);
  * of `glibc`, its stand-in where none is found.  Found once per caller:
  * the objects defining malloc's functions are loaded before the first
  * call. */
-#define PF_LIBC_REAL(name, glibc)                                           \
-    ({                                                                         \
-        static void *real_;                                                    \
-        void *f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                  \
-        if (!f_) {                                                             \
-            f_ = pf_dynsym_other(name);                                       \
-            f_ = f_ ? f_ : (void *)(glibc);                                    \
-            __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                    \
-        }                                                                      \
-        (__typeof__(&glibc))f_;                                                 \
+#define PF_LIBC_REAL(name, glibc) \
+    ({ \
+        static void *real_; \
+        void *f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE); \
+        if (!f_) { \
+            f_ = pf_dynsym_other(name); \
+            f_ = f_ ? f_ : (void *)(glibc); \
+            __atomic_store_n(&real_, f_, __ATOMIC_RELEASE); \
+        } \
+        (__typeof__(&glibc))f_; \
     })
 
 static inline void *pf_libc_malloc(size_t n) { return PF_LIBC_REAL("malloc", __libc_malloc)(n); }

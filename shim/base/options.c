@@ -34,8 +34,7 @@ static const char *const host_copy_names[] = {"memcpy", "stream", "auto", NULL};
 
 /* The defaults of the engine come from the sweep in docs/results (see docs/options.md). */
 static const struct option table[] = {
-    {"PINFAST_HELP", K_BOOL, F(help), "0", 0, 1, NULL,
-     "1: print this table when the library is loaded"},
+    {"PINFAST_HELP", K_BOOL, F(help), "0", 0, 1, NULL, "1: print this table when the library is loaded"},
     {"PINFAST_DISABLE", K_BOOL, F(disable), "0", 0, 1, NULL,
      "1: pass every call through untouched, count nothing, print nothing"},
     {"PINFAST_STATS", K_ENUM, F(stats), "text", 0, 0, stats_names,
@@ -46,16 +45,13 @@ static const struct option table[] = {
      "write one line per intercepted call to this file; %p, %r, %h as above"},
     {"PINFAST_TRACE_FORMAT", K_ENUM, F(trace_format), "lines", 0, 0, trace_format_names,
      "the trace: lines, or chrome (a JSON timeline for ui.perfetto.dev, with staged chunks)"},
-    {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names,
-     "messages printed: error, warning, info or debug"},
-    {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL,
-     "0: never stage pageable copies (count them only)"},
+    {"PINFAST_LOG", K_ENUM, F(log), "warning", 0, 0, log_names, "messages printed: error, warning, info or debug"},
+    {"PINFAST_STAGE", K_BOOL, F(stage), "1", 0, 1, NULL, "0: never stage pageable copies (count them only)"},
     {"PINFAST_HUGEPAGES", K_BOOL, F(hugepages), "1", 0, 1, NULL,
      "advise huge pages for a D2H destination never touched (THP in madvise mode)"},
     {"PINFAST_THREADS", K_INT, F(threads), "0", 0, 64, NULL,
      "staging worker threads; 0: 16 per context staging, at most 3 of 4 CPUs"},
-    {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL,
-     "largest piece a staged copy is cut into"},
+    {"PINFAST_CHUNK", K_SIZE, F(chunk), "2M", 64 * KiB, 256 * MiB, NULL, "largest piece a staged copy is cut into"},
     {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "512K", 0, 1LL << 40, NULL,
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
@@ -107,9 +103,21 @@ static int parse_size(const char *s, long long *out) {
         return -1;
     long long mul = 1;
     switch (*end) {
-    case 'k': case 'K': mul = KiB; end++; break;
-    case 'm': case 'M': mul = MiB; end++; break;
-    case 'g': case 'G': mul = GiB; end++; break;
+    case 'k':
+    case 'K':
+        mul = KiB;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = MiB;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = GiB;
+        end++;
+        break;
     default: break;
     }
     if (*end == 'i' || *end == 'I')
@@ -174,9 +182,7 @@ static int apply(const struct option *o, const char *s, const char **why) {
         else
             *(size_t *)field = (size_t)v;
         return 0;
-    case K_STRING:
-        *(const char **)field = *s ? s : NULL;
-        return 0;
+    case K_STRING: *(const char **)field = *s ? s : NULL; return 0;
     }
     return -1;
 }
@@ -223,8 +229,8 @@ void pf_options_warn(void) {
         return;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (from_env[i].why)
-            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, from_env[i].value,
-                   from_env[i].why, *table[i].def ? table[i].def : "(none)");
+            pf_msg(PF_WARNING, "%s=%s: %s; using the default %s", table[i].name, from_env[i].value, from_env[i].why,
+                   *table[i].def ? table[i].def : "(none)");
 }
 
 int pf_options_given(const char *name) {
@@ -270,8 +276,10 @@ static void rank_text(char *out, size_t size) {
         if (n && n <= 9 && !v[n])
             snprintf(out, size, "%s", v);
         else
-            pf_msg_once(warned, PF_WARNING, "%s=%s is not a rank number: %%r becomes x and "
-                        "the report's rank is null", vars[i], v);
+            pf_msg_once(warned, PF_WARNING,
+                        "%s=%s is not a rank number: %%r becomes x and "
+                        "the report's rank is null",
+                        vars[i], v);
         return;
     }
 }

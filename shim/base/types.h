@@ -28,15 +28,15 @@ enum pf_host_copy { PF_HOST_COPY_MEMCPY, PF_HOST_COPY_STREAM, PF_HOST_COPY_AUTO 
  * memory/heap.c), for the report. */
 struct pf_register_stats {
     unsigned long long registered, refused; /* registrations made, refused by the driver */
-    unsigned long long retired;  /* retired as the program changed their memory */
-    unsigned long long undone;   /* unregistered: at settles, at exit, for the program's own */
-    unsigned long long guarded;  /* copies passed to the driver over one, waited for */
-    unsigned long long handed;   /* the program's registrations answered from one */
-    unsigned long long over_cap; /* blocks staged as registering them would pass the cap */
-    unsigned long long copies, bytes;  /* through them */
+    unsigned long long retired;             /* retired as the program changed their memory */
+    unsigned long long undone;              /* unregistered: at settles, at exit, for the program's own */
+    unsigned long long guarded;             /* copies passed to the driver over one, waited for */
+    unsigned long long handed;              /* the program's registrations answered from one */
+    unsigned long long over_cap;            /* blocks staged as registering them would pass the cap */
+    unsigned long long copies, bytes;       /* through them */
     unsigned long long live, live_bytes, peak_bytes;
     unsigned long long heap_blocks, heap_reused, heap_released; /* blocks served new, reused, given back */
-    unsigned long long kept_bytes, peak_kept_bytes; /* freed blocks kept for reuse */
+    unsigned long long kept_bytes, peak_kept_bytes;             /* freed blocks kept for reuse */
     unsigned long long forks, fork_registered_bytes; /* fork() calls, and the bytes registered at each, summed */
     double fork_seconds;     /* fork()'s time in the parent: the kernel copies registered pages for the child */
     double register_seconds; /* spent in cuMemHostRegister/Unregister */
@@ -46,10 +46,10 @@ struct pf_register_stats {
 struct pf_engine_stats {
     unsigned long long copies, bytes, pinned_bytes;
     int contexts, threads;
-    double worker_seconds; /* CPU time spent copying host memory (workers and helping callers) */
-    double caller_seconds; /* callers' CPU time inside staged copies (CLOCK_THREAD_CPUTIME_ID) */
-    double cpu_seconds;    /* staging's CPU time: workers' copies and callers' caller_seconds */
-    double wait_seconds;   /* callers' polling for a DMA before the driver's blocking wait */
+    double worker_seconds;        /* CPU time spent copying host memory (workers and helping callers) */
+    double caller_seconds;        /* callers' CPU time inside staged copies (CLOCK_THREAD_CPUTIME_ID) */
+    double cpu_seconds;           /* staging's CPU time: workers' copies and callers' caller_seconds */
+    double wait_seconds;          /* callers' polling for a DMA before the driver's blocking wait */
     struct pf_register_stats reg; /* copies through registrations */
 };
 
@@ -64,7 +64,11 @@ struct pf_chunk_log {
     int slot;
     uint64_t taken, dma, dma_end, landed, first, last, seen;
     int ntasks;
-    struct { uint64_t start, end; size_t len; int by; } tasks[PF_MAX_SPLIT];
+    struct {
+        uint64_t start, end;
+        size_t len;
+        int by;
+    } tasks[PF_MAX_SPLIT];
 };
 
 /* The first PF_TIMELINE chunks of a staged copy: the engine fills it for

@@ -9,8 +9,7 @@ void *pf_real_table[PF_NSYMBOLS];
 
 #define PF_NAME_(name) #name,
 #define PF_NAME_WRAPPED_(family, opens, shape, ptds, name) #name,
-static const char *const names[PF_NSYMBOLS] = {
-    PF_WRAPPED(PF_NAME_WRAPPED_) [PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
+static const char *const names[PF_NSYMBOLS] = {PF_WRAPPED(PF_NAME_WRAPPED_)[PF_NWRAPPED] = PF_INTERNAL(PF_NAME_)};
 
 static void *no_dlsym(void *handle, const char *name) {
     (void)handle, (void)name;
@@ -32,8 +31,7 @@ __attribute__((no_sanitize("address", "thread", "undefined"))) pf_dlsym_t pf_dls
     return f;
 }
 
-__attribute__((no_sanitize("address", "thread", "undefined"))) void *
-pf_real_dlsym(void *handle, const char *name) {
+__attribute__((no_sanitize("address", "thread", "undefined"))) void *pf_real_dlsym(void *handle, const char *name) {
     return pf_dlsym_fn()(handle, name);
 }
 

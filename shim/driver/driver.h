@@ -17,16 +17,14 @@ extern void *pf_real_table[PF_NSYMBOLS];
 extern int pf_driver_loaded;
 int pf_driver_load_once(void);
 static inline int pf_driver_load(void) {
-    return __builtin_expect(__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE), 1) ||
-           pf_driver_load_once();
+    return __builtin_expect(__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE), 1) || pf_driver_load_once();
 }
 
 /* Calls the real function of symbol `sym`, typed like the function `proto`
  * (the legacy form of a per-thread-stream symbol, say); answers
  * CUDA_ERROR_NOT_FOUND when the driver lacks it. */
-#define PF_PASS(sym, proto, ...)                                               \
-    (pf_real_table[sym] ? ((__typeof__(&proto))pf_real_table[sym])(__VA_ARGS__) \
-                        : CUDA_ERROR_NOT_FOUND)
+#define PF_PASS(sym, proto, ...) \
+    (pf_real_table[sym] ? ((__typeof__(&proto))pf_real_table[sym])(__VA_ARGS__) : CUDA_ERROR_NOT_FOUND)
 
 /* Calls the real function of a driver symbol by name. */
 #define PF_CALL(name, ...) PF_PASS(PF_S_##name, name, __VA_ARGS__)

@@ -20,6 +20,8 @@
 /* The copies; the report lists their families in this order.  Each part is
  * expanded by its own file: one copy a call (entry/copy_entries.c), then
  * the batches (entry/batch_entries.c). */
+/* (the tables are laid out by hand, an entry a line) */
+/* clang-format off */
 #define PF_COPY_ENTRIES(X) PF_SINGLE_COPY_ENTRIES(X) PF_BATCH_ENTRIES(X)
 
 #define PF_SINGLE_COPY_ENTRIES(X)                                              \
@@ -141,13 +143,17 @@
     X(cuDeviceGetCount)
 
 /* PF_IF_1(x) is x, PF_IF_0(x) nothing: for a table column that is 0 or 1. */
+/* clang-format on */
 #define PF_IF_1(...) __VA_ARGS__
 #define PF_IF_0(...)
 
 #define PF_ENUM_(name) PF_S_##name,
 #define PF_ENUM_WRAPPED_(family, opens, shape, ptds, name) PF_S_##name,
-enum pf_symbol { PF_WRAPPED(PF_ENUM_WRAPPED_) PF_NWRAPPED, PF_INTERNAL_FIRST_ = PF_NWRAPPED - 1,
-                 PF_INTERNAL(PF_ENUM_) PF_NSYMBOLS };
+enum pf_symbol {
+    PF_WRAPPED(PF_ENUM_WRAPPED_) PF_NWRAPPED,
+    PF_INTERNAL_FIRST_ = PF_NWRAPPED - 1,
+    PF_INTERNAL(PF_ENUM_) PF_NSYMBOLS
+};
 #undef PF_ENUM_
 #undef PF_ENUM_WRAPPED_
 

@@ -62,8 +62,7 @@ static void drop_landing_slot(struct pf_context *c, struct pf_slot *s) {
 /* Issues landings for a prefix of the copy; returns its length.  The rest
  * (no slot free under the cap, the range table full, no memory) is staged
  * synchronously by the caller. */
-size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind,
-                   CUresult *err) {
+size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_host_copy kind, CUresult *err) {
     int range = pf_pending_begin(x->host, x->bytes);
     if (range < 0)
         return 0;
@@ -78,8 +77,7 @@ size_t pf_async_d2h_land(const struct pf_xfer *x, struct pf_context *c, enum pf_
             break;
         }
         size_t len = x->bytes - off < c->slot_size ? x->bytes - off : c->slot_size;
-        *l = (struct landing){.c = c, .s = s, .range = range, .dst = (char *)x->host + off,
-                              .len = len, .kind = kind};
+        *l = (struct landing){.c = c, .s = s, .range = range, .dst = (char *)x->host + off, .len = len, .kind = kind};
         CUresult r = s->fenced ? PF_CALL(cuStreamWaitEvent, x->stream, s->ev, 0) : CUDA_SUCCESS;
         if (r == CUDA_SUCCESS)
             r = PF_CALL(cuMemcpyDtoHAsync_v2, s->mem, x->dev + off, len, x->stream);

@@ -58,8 +58,8 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
 }
 
 /* Driver queries the oldest fences get at most in one reclaim (each costs
- * ~1.3 us, and 256 in one call held a copy 335 us: docs/results/2026-11-24-h100-bounce-and-copy-shapes/bounce-line.log), beside a
- * search of those in order. */
+ * ~1.3 us, and 256 in one call held a copy 335 us:
+ * docs/results/2026-11-24-h100-bounce-and-copy-shapes/bounce-line.log), beside a search of those in order. */
 #define RECLAIM_QUERIES 8
 
 static struct pf_bounce_fence *fence(struct pf_bounce *b, unsigned i) {
@@ -102,7 +102,7 @@ static void reclaim(struct pf_bounce *b) {
     CUstreamCaptureMode mode = pf_capture_relax();
     unsigned n = in_order(b);
     int rest = 1; /* the fences past those in order are asked in turn */
-    if (n) { /* [0, lo] over, [hi, n) not known to be */
+    if (n) {      /* [0, lo] over, [hi, n) not known to be */
         int lo = -1, hi = (int)n;
         if (fence_done(b, 0)) {
             lo = 0;
@@ -180,8 +180,8 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
     char *slot = mem + at % size;
     f->owner = pf_fence_owner(x->stream);
     f->by = (uintptr_t)pthread_self();
-    pf_copy_bytes(o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d,
-                  slot, x->host, x->bytes);
+    pf_copy_bytes(o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d, slot,
+                  x->host, x->bytes);
     int state = OVER;
     CUresult r = PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, slot, x->bytes, x->stream);
     if (r == CUDA_SUCCESS) {

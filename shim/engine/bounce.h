@@ -14,8 +14,8 @@
 
 struct pf_bounce_fence {
     CUevent ev;
-    int state;    /* FILLING, FENCED (ev after the DMA) or OVER (nothing to wait for) */
-    uint64_t end; /* the ring position past the copy */
+    int state;       /* FILLING, FENCED (ev after the DMA) or OVER (nothing to wait for) */
+    uint64_t end;    /* the ring position past the copy */
     uintptr_t owner; /* the stream ev is recorded on (pf_fence_owner) */
     uintptr_t by;    /* the thread that recorded it */
 };
@@ -27,8 +27,8 @@ struct pf_bounce_fence {
  * their events complete. */
 struct pf_bounce {
     pthread_mutex_t lock;
-    int tried;          /* the area was made, or could not be */
-    char *mem;          /* NULL: none; the copies pass through */
+    int tried; /* the area was made, or could not be */
+    char *mem; /* NULL: none; the copies pass through */
     size_t size;
     uint64_t head, tail;
     unsigned first, count;

@@ -13,13 +13,12 @@
 #include <string.h>
 
 static struct pf_context *contexts[MAX_CONTEXTS];
-static int ncontexts;  /* records made, live or not */
-static int live;       /* records of contexts that exist, with slots made */
-static int made;       /* contexts given slots, over the run (the report) */
+static int ncontexts; /* records made, live or not */
+static int live;      /* records of contexts that exist, with slots made */
+static int made;      /* contexts given slots, over the run (the report) */
 static unsigned long long pinned_bytes;
 static pthread_mutex_t contexts_lock = PTHREAD_MUTEX_INITIALIZER;
 static int warned_pinned, warned_contexts;
-
 
 /* Makes ctx current, if it is not: pinned memory and events are made in
  * the context they belong to.  Returns whether it pushed it (for leave). */
@@ -91,9 +90,8 @@ static struct pf_context *find(unsigned long long id) {
 struct pf_context *pf_context_of(CUstream stream, int slots) {
     CUcontext ctx = NULL;
     unsigned long long id;
-    CUresult r = stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD
-                     ? PF_CALL(cuCtxGetCurrent, &ctx)
-                     : PF_CALL(cuStreamGetCtx, stream, &ctx);
+    CUresult r = stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD ? PF_CALL(cuCtxGetCurrent, &ctx)
+                                                                              : PF_CALL(cuStreamGetCtx, stream, &ctx);
     if (r != CUDA_SUCCESS || !ctx || !pf_context_id(ctx, &id))
         return NULL;
     struct pf_context *c = find(id);
@@ -147,8 +145,6 @@ void pf_engine_context_gone(CUcontext ctx) {
     }
     pthread_mutex_unlock(&contexts_lock);
 }
-
-
 
 /* An event of c's for one wait: a spare one, or made (in c, made current). */
 CUresult pf_context_event(struct pf_context *c, CUevent *ev) {
@@ -220,7 +216,6 @@ void pf_slots_release(struct pf_context *c, struct pf_chunk *h, int n) {
     pthread_mutex_unlock(&c->lock);
 }
 
-
 /* This thread's chunks in hand, on the heap: as a local array they took
  * 140 KB of stack, more than some threads have at all.  Freed with the
  * thread; NULL, and the copy passes through, if there is no memory. */
@@ -244,7 +239,6 @@ struct pf_chunk *pf_chunks_array(int n) {
     pthread_setspecific(held_key, h);
     return h;
 }
-
 
 int pf_contexts_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
 

@@ -36,8 +36,8 @@ static CUresult wait_stream_asleep(struct pf_context *c, CUstream s) {
  * (0 when nobody reads them). */
 struct staging_run {
     struct pf_plan plan;
-    struct pf_xfer rest;     /* what is staged: the copy less a prefix landing later */
-    size_t landed;           /* that prefix's length */
+    struct pf_xfer rest; /* what is staged: the copy less a prefix landing later */
+    size_t landed;       /* that prefix's length */
     int held, workers, asleep;
     uint64_t t0, classified, confirmed; /* pf_engine_copy's start, pf_route_confirm's marks */
     uint64_t context, chunks, planned, synced, woken;
@@ -62,10 +62,10 @@ static enum pf_host_copy host_copy_way(const struct pf_xfer *x) {
 
 /* The chunk plan of x in c's slots, as a copy with no fresh destination
  * and no landing has it. */
-static void plan_chunks(struct pf_plan *p, const struct pf_xfer *x, const struct pf_context *c, int stamps,
-                        uint64_t t0, struct pf_timeline *tl) {
-    *p = (struct pf_plan){.x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0,
-                          .log = tl ? tl->chunk : NULL, .slots = c->slots};
+static void plan_chunks(struct pf_plan *p, const struct pf_xfer *x, const struct pf_context *c, int stamps, uint64_t t0,
+                        struct pf_timeline *tl) {
+    *p = (struct pf_plan){
+        .x = x, .chunk = c->slot_size, .debug = stamps, .t0 = t0, .log = tl ? tl->chunk : NULL, .slots = c->slots};
     /* a pitched copy's chunks are whole rows */
     if (x->shape)
         p->chunk -= p->chunk % x->shape->width;
@@ -159,17 +159,17 @@ static void debug_line(const struct staging_run *r, const struct pf_xfer *x, CUr
     const struct pf_plan *p = &r->plan;
     uint64_t t0 = r->t0, end = pf_now_ns();
     int processes, budget = pf_workers_budget(&processes);
-    pf_msg(PF_DEBUG,
-           "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
-           "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
-           "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
-           x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, r->landed, p->nchunks, p->ntasks, p->helped, r->held,
-           p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy",
-           r->asleep, r->workers, budget, processes, (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3,
-           (r->context - r->confirmed) / 1e3, (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3,
-           (r->synced - r->planned) / 1e3, (r->woken - r->synced) / 1e3,
-           p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0,
-           p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0, (end - t0) / 1e3, result);
+    pf_msg(
+        PF_DEBUG,
+        "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
+        "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
+        "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
+        x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, r->landed, p->nchunks, p->ntasks, p->helped, r->held,
+        p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy", r->asleep, r->workers, budget, processes,
+        (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3, (r->context - r->confirmed) / 1e3,
+        (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3, (r->synced - r->planned) / 1e3,
+        (r->woken - r->synced) / 1e3, p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0,
+        p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0, (end - t0) / 1e3, result);
     pf_timeline_print(p);
 }
 

@@ -60,8 +60,8 @@ void pf_copy_bytes(enum pf_host_copy kind, void *dst, const void *src, size_t le
     memcpy(dst, src, len);
 }
 
-void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch,
-                  size_t row, size_t len) {
+void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch, size_t row,
+                  size_t len) {
     if (!row || (dpitch == row && spitch == row)) {
         pf_copy_bytes(kind, dst, src, len);
         return;

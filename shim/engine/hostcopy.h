@@ -13,7 +13,7 @@ void pf_copy_bytes(enum pf_host_copy kind, void *dst, const void *src, size_t le
 
 /* len bytes of rows `row` bytes wide (0: one run), `dpitch` and `spitch`
  * apart on each side. */
-void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch,
-                  size_t row, size_t len);
+void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch, size_t row,
+                  size_t len);
 
 #endif

@@ -55,8 +55,8 @@ size_t pf_task_size(size_t len) {
 /* Queues a host copy as tasks of `task` bytes; returns how many.  With a
  * shape (NULL: linear), the bytes are its rows, packed on the slot's side
  * (dst for H2D) and pitched on the program's, and a task is whole rows. */
-int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
-                      enum pf_host_copy kind, size_t task, const struct pf_shape *shape, int h2d) {
+int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len, enum pf_host_copy kind,
+                      size_t task, const struct pf_shape *shape, int h2d) {
     size_t row = shape ? shape->width : 0, pitch = shape ? shape->hpitch : 0;
     if (row) /* rounded up: no more tasks than PF_MAX_SPLIT */
         task = (task + row - 1) / row * row;
@@ -65,8 +65,10 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
         size_t at = row ? done / row * pitch : done; /* on the pitched side */
         tasks[n] = (struct pf_task){.dst = dst + (row && !h2d ? at : done),
                                     .src = src + (row && h2d ? at : done),
-                                    .len = len - done < task ? len - done : task, .kind = kind,
-                                    .row = (uint32_t)row, .pitch = (uint32_t)pitch,
+                                    .len = len - done < task ? len - done : task,
+                                    .kind = kind,
+                                    .row = (uint32_t)row,
+                                    .pitch = (uint32_t)pitch,
                                     .pitched_dst = row && !h2d};
     }
     pf_task_submit(tasks, n);
@@ -77,8 +79,8 @@ int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len) {
     size_t pages = len / PF_HUGE_PAGE, per = (pages + PF_POPULATE_TASKS - 1) / PF_POPULATE_TASKS;
     int n = 0;
     for (size_t k = 0; k < pages; k += per, n++)
-        tasks[n] = (struct pf_task){.dst = lo + k * PF_HUGE_PAGE, .src = NULL,
-                                    .len = (pages - k < per ? pages - k : per) * PF_HUGE_PAGE};
+        tasks[n] = (struct pf_task){
+            .dst = lo + k * PF_HUGE_PAGE, .src = NULL, .len = (pages - k < per ? pages - k : per) * PF_HUGE_PAGE};
     pf_task_submit(tasks, n);
     return n;
 }
@@ -92,12 +94,12 @@ static void split(const struct pf_plan *p, struct pf_chunk *h) {
     h->phase = COPYING;
     /* a chunk faulting its own huge page is one task: two faulting it at
      * once would each clear a page of their own */
-    size_t task = p->lean ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS : p->huge == PF_FRESH_SELF ? h->len : pf_task_size(h->len);
-    h->ntasks = pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind,
-                                  task, sh, h2d);
+    size_t task = p->lean                    ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS
+                  : p->huge == PF_FRESH_SELF ? h->len
+                                             : pf_task_size(h->len);
+    h->ntasks =
+        pf_host_tasks_cut(h->tasks, h2d ? h->s->mem : user, h2d ? user : h->s->mem, h->len, p->kind, task, sh, h2d);
 }
-
-
 
 static void wait_tasks(struct pf_chunk *h) {
     for (int i = 0; i < h->ntasks; i++)
@@ -140,7 +142,8 @@ CUresult pf_event_await(CUevent ev, uint64_t poll_ns) {
 /* Returns once the slot's fence is over (or its stream met an error),
  * `ahead` bytes of DMAs up to it. */
 static CUresult await(struct pf_slot *s, size_t ahead) {
-    CUresult r = s->fenced ? pf_event_await(s->ev, POLL_NS + (uint64_t)(ahead >> 10) * SLOW_NS_PER_MIB / 1024) : CUDA_SUCCESS;
+    CUresult r =
+        s->fenced ? pf_event_await(s->ev, POLL_NS + (uint64_t)(ahead >> 10) * SLOW_NS_PER_MIB / 1024) : CUDA_SUCCESS;
     if (r == CUDA_SUCCESS)
         s->fenced = 0;
     return r;
@@ -163,7 +166,7 @@ static int copying(const struct pf_chunk *h, int nh) {
 static CUresult dma(struct pf_plan *p, struct pf_chunk *h) {
     const struct pf_xfer *x = p->x;
     h->dma_ns = pf_stamp(p->debug);
-    CUresult r = x->shape                ? pf_shape_dma(x, h->s->mem, h->off, h->len)
+    CUresult r = x->shape               ? pf_shape_dma(x, h->s->mem, h->off, h->len)
                  : x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
                                         : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
     if (r != CUDA_SUCCESS)
@@ -218,9 +221,9 @@ static int held_back(const struct pf_plan *p, int filling, int dmas) {
  * over, as the plain driver's.  D2H chunks go IDLE -> DMA -> COPYING ->
  * IDLE; the call returns with every byte in place. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max) {
-    int fifo[MAX_SLOTS]; /* fenced slots, in fence order: they complete in it */
+    int fifo[MAX_SLOTS];                   /* fenced slots, in fence order: they complete in it */
     int first = 0, count = 0, filling = 0; /* H2D chunks being copied in */
-    size_t retired = 0; /* bytes */
+    size_t retired = 0;                    /* bytes */
     int h2d = p->x->dir == PF_DIR_H2D;
     CUresult err = CUDA_SUCCESS;
     for (int i = 0; i < nh; i++) /* fences left by earlier copies */

@@ -30,7 +30,8 @@ static struct pace { uint64_t per, seen; } paces[2];
  * slower by at most a quarter of it (a copy behind other work on its stream
  * looks slow). */
 static void learn(struct pace *p, uint64_t ns) {
-    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED), last = __atomic_exchange_n(&p->seen, ns, __ATOMIC_RELAXED);
+    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED),
+             last = __atomic_exchange_n(&p->seen, ns, __ATOMIC_RELAXED);
     if (!per && last && ns < last + last / 4 && last < ns + ns / 4)
         per = (ns + last) / 2;
     else if (per)
@@ -98,14 +99,14 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
  * copy of LEARN_FROM or more has one before its DMAs too, to tell when
  * they start; the times of each step into t, the time the pace gave into
  * *expect (debug). */
-static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, int debug,
-                       uint64_t t[3], uint64_t *expect) {
+static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct pf_context *c, int debug, uint64_t t[3],
+                       uint64_t *expect) {
     CUevent ev, before = NULL;
     CUresult r = pf_context_event(c, &ev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (x->bytes >= LEARN_FROM && (pf_context_event(c, &before) != CUDA_SUCCESS ||
-                                   PF_CALL(cuEventRecord, before, x->stream) != CUDA_SUCCESS)) {
+    if (x->bytes >= LEARN_FROM &&
+        (pf_context_event(c, &before) != CUDA_SUCCESS || PF_CALL(cuEventRecord, before, x->stream) != CUDA_SUCCESS)) {
         if (before)
             pf_context_event_back(c, before, CUDA_ERROR_UNKNOWN);
         before = NULL;
@@ -148,9 +149,11 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     *result = direct(x, &h, c, debug, t, &expect);
     pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
     if (debug)
-        pf_msg(PF_DEBUG, "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f (expected %.1f); result %d",
-               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
-               (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, expect / 1e3, (int)*result);
+        pf_msg(
+            PF_DEBUG,
+            "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f (expected %.1f); result %d",
+            x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
+            (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, expect / 1e3, (int)*result);
     return 1;
 }
 

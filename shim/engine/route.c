@@ -39,9 +39,8 @@ static int device_range(CUdeviceptr dev, size_t span) {
         void *vals[3] = {&type, &managed, &ordinal};
         CUdeviceptr base;
         size_t size;
-        if (PF_CALL(cuPointerGetAttributes, 3, attrs, vals, at) != CUDA_SUCCESS ||
-            type != CU_MEMORYTYPE_DEVICE || managed || (i && ordinal != first) ||
-            PF_CALL(cuMemGetAddressRange_v2, &base, &size, at) != CUDA_SUCCESS ||
+        if (PF_CALL(cuPointerGetAttributes, 3, attrs, vals, at) != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE ||
+            managed || (i && ordinal != first) || PF_CALL(cuMemGetAddressRange_v2, &base, &size, at) != CUDA_SUCCESS ||
             at - base >= size)
             return 0;
         first = ordinal;
@@ -56,9 +55,7 @@ static int device_range(CUdeviceptr dev, size_t span) {
     return 0;
 }
 
-int pf_route_device_range(CUdeviceptr dev, size_t span) {
-    return device_range(dev, span);
-}
+int pf_route_device_range(CUdeviceptr dev, size_t span) { return device_range(dev, span); }
 
 /* While any capture runs, pinfast's queries and waits could invalidate it
  * (tests/gpu/probes/capture_modes.c), and the driver's own copies are
@@ -69,8 +66,7 @@ int pf_route_confirm(const struct pf_xfer *x, int debug, uint64_t mark[2]) {
         return 0;
     mark[0] = pf_stamp(debug);
     CUstreamCaptureStatus cs;
-    if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
     mark[1] = pf_stamp(debug);
     if (x->shape && x->shape->array)

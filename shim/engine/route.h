@@ -20,9 +20,9 @@
 struct pf_route {
     enum pf_mem src, dst; /* the kinds of the two sides */
     enum pf_dir dir;
-    enum pf_mem host;     /* the host side's kind: the destination's for D2H, else the source's */
-    int stage;            /* pageable<->device, staging on, large enough: the engine may take it */
-    int bounce;           /* an asynchronous pageable H2D too small to stage: the caller bounces it */
+    enum pf_mem host; /* the host side's kind: the destination's for D2H, else the source's */
+    int stage;        /* pageable<->device, staging on, large enough: the engine may take it */
+    int bounce;       /* an asynchronous pageable H2D too small to stage: the caller bounces it */
 };
 
 /* Direction and host kind of a copy whose sides are known. */
@@ -36,8 +36,7 @@ static inline struct pf_route pf_route_of(enum pf_mem src, enum pf_mem dst) {
  * bytes from PINFAST_MIN_SIZE on: worth staging, the cheap checks said. */
 static inline int pf_route_stages(struct pf_route r, size_t n) {
     const struct pf_options *o = pf_options();
-    return r.host == PF_MEM_PAGEABLE && o->stage && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) &&
-           n >= o->min_size;
+    return r.host == PF_MEM_PAGEABLE && o->stage && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) && n >= o->min_size;
 }
 
 /* A linear copy of n bytes; dk and sk are the kinds the API fixes, or
@@ -57,11 +56,10 @@ pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_
     struct pf_route r = pf_route_of(sk, dk);
     const struct pf_options *o = pf_options();
     r.stage = pf_route_stages(r, n);
-    r.bounce = r.host == PF_MEM_PAGEABLE && o->stage && async && r.dir == PF_DIR_H2D && n &&
-               n < o->min_size && n <= o->bounce;
+    r.bounce =
+        r.host == PF_MEM_PAGEABLE && o->stage && async && r.dir == PF_DIR_H2D && n && n < o->min_size && n <= o->bounce;
     /* a decision to stage or bounce must not rest on a region-wide cached answer */
-    if ((r.stage || r.bounce) &&
-        pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)
+    if ((r.stage || r.bounce) && pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)
         r.stage = r.bounce = 0;
     return r;
 }

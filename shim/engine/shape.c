@@ -18,7 +18,7 @@
 /* One side of a 2D or 3D copy. */
 struct side {
     CUmemorytype type;
-    uintptr_t ptr;  /* host or device address (0 for an array) */
+    uintptr_t ptr; /* host or device address (0 for an array) */
     CUarray array;
     size_t x, y, z, pitch, height;
 };
@@ -35,8 +35,7 @@ struct extent {
  * answers it). */
 static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t *span) {
     size_t end;
-    if (!s->ptr || s->pitch < e.width || s->pitch > MAX_PITCH ||
-        s->height < e.h || s->y > s->height - e.h)
+    if (!s->ptr || s->pitch < e.width || s->pitch > MAX_PITCH || s->height < e.h || s->y > s->height - e.h)
         return 0;
     return !__builtin_mul_overflow(s->z, s->height, first) && !__builtin_add_overflow(*first, s->y, first) &&
            !__builtin_mul_overflow(*first, s->pitch, first) && !__builtin_add_overflow(*first, s->x, first) &&
@@ -49,9 +48,14 @@ static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t
  * does not know (it passes through). */
 static size_t format_bytes(CUarray_format f) {
     switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8: case CU_AD_FORMAT_SIGNED_INT8: return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16: case CU_AD_FORMAT_SIGNED_INT16: case CU_AD_FORMAT_HALF: return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32: case CU_AD_FORMAT_SIGNED_INT32: case CU_AD_FORMAT_FLOAT: return 4;
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
     default: return 0;
     }
 }
@@ -61,8 +65,8 @@ static size_t format_bytes(CUarray_format f) {
  * *one_d whether the array has a single row. */
 static int array_fits(const struct side *s, struct extent e, size_t *elem, int *one_d) {
     CUDA_ARRAY3D_DESCRIPTOR d;
-    if (!s->array || e.d != 1 || s->z || PF_CALL(cuArray3DGetDescriptor_v2, &d, s->array) != CUDA_SUCCESS ||
-        d.Depth || d.Flags || (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4))
+    if (!s->array || e.d != 1 || s->z || PF_CALL(cuArray3DGetDescriptor_v2, &d, s->array) != CUDA_SUCCESS || d.Depth ||
+        d.Flags || (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4))
         return 0;
     *elem = format_bytes(d.Format) * d.NumChannels;
     *one_d = d.Height == 0;
@@ -87,8 +91,12 @@ static int device_side(const struct side *d, struct extent e, size_t hpitch, siz
         /* a single row of a 1D array: its elements are the rows, so that
          * chunks cut it along x */
         if (one_d && rows == 1 && contiguous)
-            *s = (struct pf_shape){.width = elem, .rows = e.width / elem, .hpitch = elem, .slice_rows = e.width / elem,
-                                   .array = 1, .along_x = 1};
+            *s = (struct pf_shape){.width = elem,
+                                   .rows = e.width / elem,
+                                   .hpitch = elem,
+                                   .slice_rows = e.width / elem,
+                                   .array = 1,
+                                   .along_x = 1};
     } else if (d->type == CU_MEMORYTYPE_DEVICE || d->type == CU_MEMORYTYPE_UNIFIED) {
         if (!rows_fit(d, e, &first, &span))
             return 0;
@@ -119,24 +127,27 @@ static int device_side(const struct side *d, struct extent e, size_t hpitch, siz
     return 1;
 }
 
-static struct side side_of(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t x,
-                           size_t y, size_t z, size_t pitch, size_t height) {
-    return (struct side){.type = type, .ptr = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : dev,
-                         .array = type == CU_MEMORYTYPE_ARRAY ? array : NULL, .x = x, .y = y, .z = z,
-                         .pitch = pitch, .height = height};
+static struct side side_of(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray array, size_t x, size_t y,
+                           size_t z, size_t pitch, size_t height) {
+    return (struct side){.type = type,
+                         .ptr = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : dev,
+                         .array = type == CU_MEMORYTYPE_ARRAY ? array : NULL,
+                         .x = x,
+                         .y = y,
+                         .z = z,
+                         .pitch = pitch,
+                         .height = height};
 }
 
 /* The host side is read or written directly by the plain call: its first
  * byte must be pageable now, not in a cached answer. */
-static int pageable(const void *host) {
-    return pf_classify_uncached((uintptr_t)host) == PF_MEM_PAGEABLE;
-}
+static int pageable(const void *host) { return pf_classify_uncached((uintptr_t)host) == PF_MEM_PAGEABLE; }
 
 int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
-    struct side src = side_of(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
-                              p->srcY, p->srcZ, p->srcPitch, p->srcHeight);
-    struct side dst = side_of(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes,
-                              p->dstY, p->dstZ, p->dstPitch, p->dstHeight);
+    struct side src = side_of(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ,
+                              p->srcPitch, p->srcHeight);
+    struct side dst = side_of(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, p->dstXInBytes, p->dstY, p->dstZ,
+                              p->dstPitch, p->dstHeight);
     const struct side *h = rt.dir == PF_DIR_H2D ? &src : &dst, *d = rt.dir == PF_DIR_H2D ? &dst : &src;
     struct extent e = {p->WidthInBytes, p->Height, p->Depth};
     size_t first, span, rows;
@@ -159,12 +170,25 @@ static size_t height_2d(size_t y, size_t h) {
 
 int pf_shape_2d(const CUDA_MEMCPY2D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
     CUDA_MEMCPY3D m = {
-        .srcHeight = height_2d(p->srcY, p->Height), .dstHeight = height_2d(p->dstY, p->Height),
-        .srcXInBytes = p->srcXInBytes, .srcY = p->srcY, .srcMemoryType = p->srcMemoryType,
-        .srcHost = p->srcHost, .srcDevice = p->srcDevice, .srcArray = p->srcArray, .srcPitch = p->srcPitch,
-        .dstXInBytes = p->dstXInBytes, .dstY = p->dstY, .dstMemoryType = p->dstMemoryType,
-        .dstHost = p->dstHost, .dstDevice = p->dstDevice, .dstArray = p->dstArray, .dstPitch = p->dstPitch,
-        .WidthInBytes = p->WidthInBytes, .Height = p->Height, .Depth = 1,
+        .srcHeight = height_2d(p->srcY, p->Height),
+        .dstHeight = height_2d(p->dstY, p->Height),
+        .srcXInBytes = p->srcXInBytes,
+        .srcY = p->srcY,
+        .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost,
+        .srcDevice = p->srcDevice,
+        .srcArray = p->srcArray,
+        .srcPitch = p->srcPitch,
+        .dstXInBytes = p->dstXInBytes,
+        .dstY = p->dstY,
+        .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost,
+        .dstDevice = p->dstDevice,
+        .dstArray = p->dstArray,
+        .dstPitch = p->dstPitch,
+        .WidthInBytes = p->WidthInBytes,
+        .Height = p->Height,
+        .Depth = 1,
     };
     return pf_shape_3d(&m, rt, x, s);
 }

@@ -14,10 +14,10 @@
 
 #define MAX_CONTEXTS 64
 #define MAX_SLOTS 256
-#define MIN_TASK (32u << 10)   /* smaller host copies cost more to hand out than to do */
-#define SPLIT 8                /* tasks a chunk is cut into, size permitting */
+#define MIN_TASK (32u << 10) /* smaller host copies cost more to hand out than to do */
+#define SPLIT 8              /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
-#define MIN_CHUNK (256u << 10) /* the first chunk of a copy */
+#define MIN_CHUNK (256u << 10)         /* the first chunk of a copy */
 #define AUTO_STREAM_BELOW (128u << 20) /* H2D */
 /* An H2D copy with streaming stores from LEAN_FROM on is paced: it fills at
  * most LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS, and keeps at
@@ -28,21 +28,21 @@
 #define LEAN_CHUNKS 4
 #define LEAN_TASKS 3
 #define LEAN_AHEAD 5
-#define AUTO_STREAM_FROM (64u << 20)   /* D2H */
+#define AUTO_STREAM_FROM (64u << 20) /* D2H */
 /* How a D2H into a fresh destination takes its page faults: its interior
  * faulted in by the workers ahead of the copy, or, from FRESH_SELF_FROM on,
  * by each chunk's copy, one task per chunk, with a thread per CPU awake
  * (docs/design.md, "Fresh destinations") */
 enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 #define FRESH_SELF_FROM ((size_t)256 << 20)
-#define HELP_MAX MAX_TASK      /* a D2H caller copies no more than this at a time */
+#define HELP_MAX MAX_TASK /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a large task issues a chunk that is ready late,
  * so it helps with small ones; a D2H caller helps more, as a destination
  * never touched faults in faster with the caller among the copiers
  * (docs/results/2026-11-23-h100-engine-passthrough-sizes). */
 #define HELP_MAX_H2D MIN_TASK
-#define POLL_PAUSES 32         /* fewer made 4 MiB D2H slower (docs/results/2026-11-23-h100-engine-1mib-copies) */
-#define TAIL_SPLIT (1u << 20)  /* a D2H copy's last chunks are halved from this size */
+#define POLL_PAUSES 32        /* fewer made 4 MiB D2H slower (docs/results/2026-11-23-h100-engine-1mib-copies) */
+#define TAIL_SPLIT (1u << 20) /* a D2H copy's last chunks are halved from this size */
 /* A caller with nothing to do but wait for a DMA polls this long past the
  * time the DMA should take, then sleeps in the driver: a copy queued behind
  * a long kernel must not cost a core. */
@@ -60,9 +60,9 @@ enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 struct pf_slot {
     char *mem;
     CUevent ev;
-    int fenced;        /* ev recorded after a DMA that may still use mem */
-    uintptr_t owner;   /* the stream the fence is on (see pf_fence_owner()) */
-    int busy;          /* held by a copy */
+    int fenced;      /* ev recorded after a DMA that may still use mem */
+    uintptr_t owner; /* the stream the fence is on (see pf_fence_owner()) */
+    int busy;        /* held by a copy */
 };
 
 /* Pinned slots and events belong to one context.  Records are reused once
@@ -73,11 +73,11 @@ struct pf_context {
     CUcontext handle;
     pthread_mutex_t lock;
     int nslots;
-    int turn;          /* where the search for a free slot starts */
-    int landing;       /* slots held by asynchronous D2H chunks */
+    int turn;    /* where the search for a free slot starts */
+    int landing; /* slots held by asynchronous D2H chunks */
     size_t slot_size;
-    void *block;       /* the slots' pinned memory */
-    int slotted;       /* the slots were made (or could not be) */
+    void *block; /* the slots' pinned memory */
+    int slotted; /* the slots were made (or could not be) */
     struct pf_slot slots[MAX_SLOTS];
     struct pf_bounce bounce;
     CUevent spare[SPARE_EVENTS]; /* events of waits, kept for the next (lock held) */
@@ -107,16 +107,16 @@ static inline uintptr_t pf_fence_owner(CUstream stream) {
 
 struct pf_plan {
     const struct pf_xfer *x;
-    size_t chunk;          /* the largest chunk: a slot */
-    size_t ramp;           /* the next chunk's size, doubling up to chunk */
-    size_t next;           /* offset of the next chunk */
+    size_t chunk; /* the largest chunk: a slot */
+    size_t ramp;  /* the next chunk's size, doubling up to chunk */
+    size_t next;  /* offset of the next chunk */
     enum pf_host_copy kind;
-    int lean;              /* H2D paced: see LEAN_FROM */
+    int lean;               /* H2D paced: see LEAN_FROM */
     enum pf_fresh_way huge; /* D2H into a fresh destination (not NONE): chunks end on its huge pages */
     /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
-    struct pf_chunk_log *log; /* PF_TIMELINE of them; NULL: none kept */
+    struct pf_chunk_log *log;    /* PF_TIMELINE of them; NULL: none kept */
     const struct pf_slot *slots; /* the context's, to number them */
 };
 
@@ -150,8 +150,8 @@ void pf_contexts_forked(void);
 /* plan.c: the tasks of a host copy of len bytes, and cutting it into them
  * (queued; returns how many). */
 size_t pf_task_size(size_t len);
-int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len,
-                      enum pf_host_copy kind, size_t task, const struct pf_shape *shape, int h2d);
+int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len, enum pf_host_copy kind,
+                      size_t task, const struct pf_shape *shape, int h2d);
 /* Queues tasks faulting in [lo, lo+len), huge pages, ahead of a D2H into
  * it; returns how many (at most PF_POPULATE_TASKS). */
 #define PF_POPULATE_TASKS 64

@@ -22,8 +22,8 @@
 #include <unistd.h>
 
 #define SLOTS 64
-#define RECENT_MS 1000      /* staged this recently: counted */
-#define REFRESH_MS 50       /* how long a count is reused */
+#define RECENT_MS 1000 /* staged this recently: counted */
+#define REFRESH_MS 50  /* how long a count is reused */
 
 struct table {
     int pid[SLOTS];
@@ -31,10 +31,10 @@ struct table {
 };
 
 enum { UNTRIED, JOINED, ALONE };
-static int state;           /* ALONE: no table, or no slot free in it */
+static int state; /* ALONE: no table, or no slot free in it */
 static struct table *table;
-static int mine;            /* our slot */
-static int pid;             /* whose slot it is (a forked child claims its own) */
+static int mine; /* our slot */
+static int pid;  /* whose slot it is (a forked child claims its own) */
 static uint64_t counted_ms;
 static int counted = 1;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,8 +73,7 @@ static int claim(struct table *t, int me) {
 void pf_staging_processes_exit(void) {
     int me = pid; /* the exchange writes what it found here when it fails */
     if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == JOINED && me == getpid())
-        __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED,
-                                    __ATOMIC_RELAXED);
+        __atomic_compare_exchange_n(&table->pid[mine], &me, 0, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 /* Under the lock: maps the table and claims a slot, once per process. */
@@ -85,8 +84,10 @@ static int join(void) {
     pid = getpid();
     mine = table ? claim(table, pid) : -1;
     if (mine < 0)
-        pf_msg(PF_DEBUG, "no slot in /dev/shm/pinfast-%u: workers are not shared out with "
-                         "other processes", (unsigned)getuid());
+        pf_msg(PF_DEBUG,
+               "no slot in /dev/shm/pinfast-%u: workers are not shared out with "
+               "other processes",
+               (unsigned)getuid());
     return mine < 0 ? ALONE : JOINED;
 }
 

@@ -25,9 +25,14 @@ struct pf_timeline *pf_timeline_mine(void) {
 
 /* What the timeline tells of a retired chunk. */
 void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
-    struct pf_chunk_log l = {.off = h->off, .len = h->len, .slot = (int)(h->s - p->slots),
-                          .taken = h->taken_ns, .dma = h->dma_ns, .dma_end = h->dma_end_ns,
-                          .landed = h->landed_ns, .seen = pf_now_ns()};
+    struct pf_chunk_log l = {.off = h->off,
+                             .len = h->len,
+                             .slot = (int)(h->s - p->slots),
+                             .taken = h->taken_ns,
+                             .dma = h->dma_ns,
+                             .dma_end = h->dma_end_ns,
+                             .landed = h->landed_ns,
+                             .seen = pf_now_ns()};
     for (int i = 0; i < h->ntasks; i++) {
         const struct pf_task *t = &h->tasks[i];
         if (!l.first || t->started_ns < l.first)

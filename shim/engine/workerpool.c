@@ -15,12 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static int sharing = 1;    /* the processes the budget was shared among */
+static int sharing = 1; /* the processes the budget was shared among */
 static pthread_mutex_t grow_lock = PTHREAD_MUTEX_INITIALIZER;
-static int sized_for;  /* contexts the pool was last sized for */
-static int sized;      /* the threads wanted for them */
-static int gave_up;    /* a thread failed to start: no more tries, no more warnings */
-static int boosts;     /* copies under way that every thread may serve */
+static int sized_for; /* contexts the pool was last sized for */
+static int sized;     /* the threads wanted for them */
+static int gave_up;   /* a thread failed to start: no more tries, no more warnings */
+static int boosts;    /* copies under way that every thread may serve */
 
 static int cpus_of(pid_t who) {
     cpu_set_t set;
@@ -43,9 +43,8 @@ static int available_cpus(void) {
  * SLURM_NTASKS_PER_NODE, which a batch script's single process inherits
  * from the allocation).  A value that is no count is ignored, the next one
  * looked at, with one warning per process. */
-static const char *const local_size_vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                              "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
-                                              "SLURM_STEP_TASKS_PER_NODE"};
+static const char *const local_size_vars[] = {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                              "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_STEP_TASKS_PER_NODE"};
 
 /* A count of 1 to 99999; -1 for anything else. */
 static long count_of(const char *s, const char **end) {
@@ -78,11 +77,11 @@ static long slurm_largest(const char *s) {
 }
 
 static struct {
-    int local;        /* ranks on this node (1: no launcher said more) */
-    const char *var;  /* the variable that said so */
-    int cpus;         /* CPUs this process may run on */
-    int node;         /* CPUs the node's ranks share */
-    int share;        /* this process's share: the pool's rule counts these */
+    int local;       /* ranks on this node (1: no launcher said more) */
+    const char *var; /* the variable that said so */
+    int cpus;        /* CPUs this process may run on */
+    int node;        /* CPUs the node's ranks share */
+    int share;       /* this process's share: the pool's rule counts these */
 } node;
 static pthread_once_t node_once = PTHREAD_ONCE_INIT;
 
@@ -101,8 +100,10 @@ static void node_decide(void) {
             continue;
         long n = i == 4 ? slurm_largest(v) : count_of(v, &end);
         if (n < 0 || *end) {
-            pf_msg_once(warned, PF_WARNING, "%s=%s is not a number of ranks: ignored, staging "
-                        "threads are not shared out by it", local_size_vars[i], v);
+            pf_msg_once(warned, PF_WARNING,
+                        "%s=%s is not a number of ranks: ignored, staging "
+                        "threads are not shared out by it",
+                        local_size_vars[i], v);
             continue;
         }
         node.local = (int)n;
@@ -162,8 +163,7 @@ static void grow(int want) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (n < want) {
         gave_up = 1;
-        pf_msg(PF_WARNING, "started %d of %d staging threads; callers copy the rest themselves",
-               n, want);
+        pf_msg(PF_WARNING, "started %d of %d staging threads; callers copy the rest themselves", n, want);
     }
 }
 
@@ -187,14 +187,16 @@ static void tell(int want, int contexts) {
         pf_msg(PF_DEBUG, "staging threads: %d for %d context(s), PINFAST_THREADS=%d", want, contexts,
                pf_options()->threads);
     } else if (node.local > 1) {
-        pf_msg(PF_DEBUG, "staging threads: %d for %d context(s), 3 of 4 of this process's share "
+        pf_msg(PF_DEBUG,
+               "staging threads: %d for %d context(s), 3 of 4 of this process's share "
                "of the node's CPUs, at most 16 a context: %s=%d ranks on this node share %d "
-               "CPUs, %d each (this one may run on %d)", want, contexts, node.var, node.local,
-               node.node, node.share, node.cpus);
+               "CPUs, %d each (this one may run on %d)",
+               want, contexts, node.var, node.local, node.node, node.share, node.cpus);
     } else {
-        pf_msg(PF_DEBUG, "staging threads: %d for %d context(s), 3 of 4 of the %d CPUs this "
-               "process may run on, at most 16 a context (no launcher's ranks per node)", want,
-               contexts, node.cpus);
+        pf_msg(PF_DEBUG,
+               "staging threads: %d for %d context(s), 3 of 4 of the %d CPUs this "
+               "process may run on, at most 16 a context (no launcher's ranks per node)",
+               want, contexts, node.cpus);
     }
 }
 

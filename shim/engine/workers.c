@@ -40,19 +40,19 @@ static struct pf_task *head, *tail;
 #define EMPTY ((struct pf_task *)1)
 static struct box {
     struct pf_task *task;
-    uint64_t since; /* when it was filled, near enough */
+    uint64_t since;                                       /* when it was filled, near enough */
 } __attribute__((aligned(64))) boxes[PF_MAX_WORKERS + 1]; /* by worker number, from 1 */
 /* A task boxed this long ago is taken back by a waiting caller: its worker
  * is not running (preempted, or its CPU taken by the hypervisor). */
 #define STALE_NS 10000u
 static unsigned next_box;
-static int queued;   /* tasks in the queue, readable without the lock */
+static int queued; /* tasks in the queue, readable without the lock */
 static pthread_mutex_t sleep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static int sleepers; /* workers waiting on `wake` */
-int pf_workers_started_; /* workers running */
-static int active;   /* copies under way: workers keep polling */
-static uint64_t last_end_ns; /* when the last copy ended: workers poll SPIN_NS past it */
+static int sleepers;            /* workers waiting on `wake` */
+int pf_workers_started_;        /* workers running */
+static int active;              /* copies under way: workers keep polling */
+static uint64_t last_end_ns;    /* when the last copy ended: workers poll SPIN_NS past it */
 static uint64_t last_submit_ns; /* when tasks were last queued */
 /* Workers awake at once (polling or copying): all of them, divided among
  * the processes staging on this machine at the time (workerpool.c). */
@@ -132,8 +132,7 @@ static int box(struct pf_task *tasks, int n) {
             now = pf_now_ns();
         /* before the task: a stealer must not see it with an old time */
         __atomic_store_n(&b->since, now, __ATOMIC_RELAXED);
-        if (__atomic_compare_exchange_n(&b->task, &open, &tasks[boxed], 0, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
+        if (__atomic_compare_exchange_n(&b->task, &open, &tasks[boxed], 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
             boxed++;
     }
     return boxed;
@@ -189,9 +188,7 @@ void pf_task_submit(struct pf_task *tasks, int n) {
         pf_workers_wake(1);
 }
 
-int pf_task_done(const struct pf_task *t) {
-    return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == DONE;
-}
+int pf_task_done(const struct pf_task *t) { return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) == DONE; }
 
 void pf_task_wait(struct pf_task *t) {
     while (!pf_task_done(t)) {
@@ -277,12 +274,10 @@ static struct pf_task *poll_open(struct box *b) {
     for (;;) {
         struct pf_task *t = __atomic_load_n(&b->task, __ATOMIC_ACQUIRE);
         if (t != EMPTY) { /* boxed: ours, unless a caller took it back first */
-            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE,
-                                            __ATOMIC_RELAXED))
+            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                 return t;
         } else if (!keep_polling(until)) {
-            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE,
-                                            __ATOMIC_RELAXED))
+            if (__atomic_compare_exchange_n(&b->task, &t, CLOSED, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
                 return NULL;
         } else {
             pf_relax();
@@ -340,10 +335,6 @@ int pf_workers_sleeping(void) { return __atomic_load_n(&sleepers, __ATOMIC_RELAX
 
 int pf_workers_count(void) { return __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE); }
 
-double pf_workers_cpu_seconds(void) {
-    return (double)__atomic_load_n(&busy_ns, __ATOMIC_RELAXED) * 1e-9;
-}
+double pf_workers_cpu_seconds(void) { return (double)__atomic_load_n(&busy_ns, __ATOMIC_RELAXED) * 1e-9; }
 
-double pf_workers_helped_seconds(void) {
-    return (double)__atomic_load_n(&helped_ns, __ATOMIC_RELAXED) * 1e-9;
-}
+double pf_workers_helped_seconds(void) { return (double)__atomic_load_n(&helped_ns, __ATOMIC_RELAXED) * 1e-9; }

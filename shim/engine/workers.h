@@ -11,19 +11,19 @@
 
 struct pf_task {
     void *dst;
-    const void *src;      /* NULL: fault dst in ahead of a copy (pf_first_touch_populate) */
+    const void *src; /* NULL: fault dst in ahead of a copy (pf_first_touch_populate) */
     size_t len;
     /* rows of a pitched copy (row 0: one linear copy): rows of `row` bytes,
      * packed on one side, `pitch` apart on the other (the destination's
      * when pitched_dst) */
     uint32_t row, pitch;
-    unsigned char kind;   /* enum pf_host_copy */
+    unsigned char kind; /* enum pf_host_copy */
     unsigned char pitched_dst;
-    short by;             /* the worker that ran it, 0 for a caller (debug log) */
-    int state;            /* queued, done */
-    uint64_t started_ns;  /* debug log */
-    uint64_t ended_ns;    /* debug log */
-    struct pf_task *next; /* queue link */
+    short by;                   /* the worker that ran it, 0 for a caller (debug log) */
+    int state;                  /* queued, done */
+    uint64_t started_ns;        /* debug log */
+    uint64_t ended_ns;          /* debug log */
+    struct pf_task *next;       /* queue link */
 } __attribute__((aligned(64))); /* a line each: the workers running neighbours write both */
 _Static_assert(sizeof(struct pf_task) == 64, "a task is one cache line");
 

@@ -18,9 +18,9 @@
 struct pf_shape {
     size_t width, rows, hpitch;
     size_t slice_rows, hslice;
-    size_t dev_span;  /* bytes from x->dev the device rows cover (device memory) */
-    int array;        /* the device side is an array, checked by shape.c */
-    int along_x;      /* a 1D array: a chunk's "rows" are elements along x */
+    size_t dev_span; /* bytes from x->dev the device rows cover (device memory) */
+    int array;       /* the device side is an array, checked by shape.c */
+    int along_x;     /* a 1D array: a chunk's "rows" are elements along x */
     CUDA_MEMCPY3D dma;
 };
 
@@ -30,14 +30,14 @@ static inline size_t pf_shape_at(const struct pf_shape *s, size_t r) {
 }
 
 struct pf_xfer {
-    enum pf_dir dir;    /* PF_DIR_H2D or PF_DIR_D2H */
+    enum pf_dir dir; /* PF_DIR_H2D or PF_DIR_D2H */
     CUdeviceptr dev;
-    void *host;         /* pageable */
+    void *host; /* pageable */
     size_t bytes;
-    CUstream stream;    /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
-    int async;          /* the *Async form: no stream synchronisation before an H2D */
+    CUstream stream;              /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
+    int async;                    /* the *Async form: no stream synchronisation before an H2D */
     const struct pf_shape *shape; /* NULL: a linear copy */
-    int held_only;      /* too small to stage: taken only if a registration holds it */
+    int held_only;                /* too small to stage: taken only if a registration holds it */
 };
 
 #endif

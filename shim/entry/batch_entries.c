@@ -71,7 +71,9 @@ static int hint_known(CUmemLocation l) {
 static int side_valid(CUdeviceptr p, size_t span) {
     switch (pf_classify(p)) {
     case PF_MEM_DEVICE: return pf_route_device_range(p, span);
-    case PF_MEM_PAGEABLE: case PF_MEM_PINNED: case PF_MEM_PINFAST: return p != 0;
+    case PF_MEM_PAGEABLE:
+    case PF_MEM_PINNED:
+    case PF_MEM_PINFAST: return p != 0;
     default: return 0;
     }
 }
@@ -101,8 +103,9 @@ static int linear_valid(const struct linear_args *b) {
     if (!b->n || !b->d || !b->s || !b->z || !b->a || !b->ai || !b->na || b->na > b->n || b->ai[0])
         return 0;
     for (size_t k = 0; k < b->na; k++)
-        if ((k && b->ai[k] <= b->ai[k - 1]) || b->ai[k] >= b->n || !order_known(b->a[k].srcAccessOrder, b->a[k].flags) ||
-            !hint_known(b->a[k].srcLocHint) || !hint_known(b->a[k].dstLocHint))
+        if ((k && b->ai[k] <= b->ai[k - 1]) || b->ai[k] >= b->n ||
+            !order_known(b->a[k].srcAccessOrder, b->a[k].flags) || !hint_known(b->a[k].srcLocHint) ||
+            !hint_known(b->a[k].dstLocHint))
             return 0;
     return 1;
 }
@@ -182,18 +185,23 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
         !hint_known(o->dst.op.ptr.locHint) || !e->width || !e->height || !e->depth)
         return COPY_INVALID;
     CUDA_MEMCPY3D m = {
-        .srcMemoryType = CU_MEMORYTYPE_UNIFIED, .srcDevice = o->src.op.ptr.ptr,
+        .srcMemoryType = CU_MEMORYTYPE_UNIFIED,
+        .srcDevice = o->src.op.ptr.ptr,
         .srcPitch = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : e->width,
         .srcHeight = o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : e->height,
-        .dstMemoryType = CU_MEMORYTYPE_UNIFIED, .dstDevice = o->dst.op.ptr.ptr,
+        .dstMemoryType = CU_MEMORYTYPE_UNIFIED,
+        .dstDevice = o->dst.op.ptr.ptr,
         .dstPitch = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : e->width,
         .dstHeight = o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : e->height,
-        .WidthInBytes = e->width, .Height = e->height, .Depth = e->depth,
+        .WidthInBytes = e->width,
+        .Height = e->height,
+        .Depth = e->depth,
     };
     if (m.srcPitch < e->width || m.dstPitch < e->width || m.srcHeight < e->height || m.dstHeight < e->height)
         return COPY_INVALID;
     size_t rows = (e->depth - 1) * m.srcHeight + e->height - 1, drows = (e->depth - 1) * m.dstHeight + e->height - 1;
-    if (!side_valid(m.srcDevice, rows * m.srcPitch + e->width) || !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
+    if (!side_valid(m.srcDevice, rows * m.srcPitch + e->width) ||
+        !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
         return COPY_INVALID;
     struct pf_route rt = SHAPE_ROUTE(&m);
     c->to = TO_ENGINE;
@@ -205,8 +213,8 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
 static int op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
     return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
            pf_guard_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
-                      o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
-                      o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
+                         o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
+                         o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
 }
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
@@ -224,68 +232,66 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
  * `args` its arguments for `stageable` and `part` (the driver's call for a
  * part of it). */
 #define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, scratch, n, st, fail, v1, call) \
-    do {                                                                       \
-        if (!pf_enter())                                                       \
-            return call;                                                       \
-        pf_pending_wait(NULL, (size_t)-1);                                     \
-        struct batch b_ = describe;                                            \
-        struct pf_copy_seen c_;                                                \
-        int noted_ = 0;                                                        \
-        pf_observe_start(&c_, PF_API_##family, b_.bytes, 1);                   \
-        c_.dir = b_.route.dir;                                                 \
-        c_.host = b_.route.host;                                               \
-        c_.path = PF_PATH_PASSTHROUGH;                                         \
-        __typeof__(args) a_ = args;                                            \
+    do { \
+        if (!pf_enter()) \
+            return call; \
+        pf_pending_wait(NULL, (size_t)-1); \
+        struct batch b_ = describe; \
+        struct pf_copy_seen c_; \
+        int noted_ = 0; \
+        pf_observe_start(&c_, PF_API_##family, b_.bytes, 1); \
+        c_.dir = b_.route.dir; \
+        c_.host = b_.route.host; \
+        c_.path = PF_PATH_PASSTHROUGH; \
+        __typeof__(args) a_ = args; \
         struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard}; \
-        int valid_ = valid;                                                    \
-        FINISH(valid_ && pf_batch_stage(&c_, &abi_, n, fail, v1), b_.bytes,       \
-               pf_batch_guard_all(&abi_, n, valid_), abi_.stream, call);          \
+        int valid_ = valid; \
+        FINISH(valid_ &&pf_batch_stage(&c_, &abi_, n, fail, v1), b_.bytes, pf_batch_guard_all(&abi_, n, valid_), \
+               abi_.stream, call); \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's
  * call for a part of the batch. */
 #define LINEAR_ARGS ((struct linear_args){d, s, z, n, a, ai, na, st})
-#define WRAP_BATCH_V1(family, ptds, sym)                                       \
+#define WRAP_BATCH_V1(family, ptds, sym) \
     static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
-        struct linear_args o = linear_part(b, scratch, idx, k);                \
-        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, fail, o.st);   \
-    }                                                                          \
-    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n,   \
-                        CUmemcpyAttributes *a, size_t *ai, size_t na, size_t *fail, CUstream st) { \
-        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, \
-                sym##_part, linear_guard, sizeof(struct linear_copy), n, st, fail, 1,        \
-                PF_CALL(sym, d, s, z, n, a, ai, na, fail, st));                \
+        struct linear_args o = linear_part(b, scratch, idx, k); \
+        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, fail, o.st); \
+    } \
+    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
+                        size_t na, size_t *fail, CUstream st) { \
+        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
+                linear_guard, sizeof(struct linear_copy), n, st, fail, 1, \
+                PF_CALL(sym, d, s, z, n, a, ai, na, fail, st)); \
     }
-#define WRAP_BATCH_V2(family, ptds, sym)                                       \
+#define WRAP_BATCH_V2(family, ptds, sym) \
     static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
-        struct linear_args o = linear_part(b, scratch, idx, k);                \
-        (void)fail;                                                            \
-        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, o.st);        \
-    }                                                                          \
-    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n,   \
-                        CUmemcpyAttributes *a, size_t *ai, size_t na, CUstream st) { \
-        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, \
-                sym##_part, linear_guard, sizeof(struct linear_copy), n, st, NULL, 0,        \
-                PF_CALL(sym, d, s, z, n, a, ai, na, st));                      \
+        struct linear_args o = linear_part(b, scratch, idx, k); \
+        (void)fail; \
+        return PF_CALL(sym, o.d, o.s, o.z, o.n, o.a, o.ai, o.na, o.st); \
+    } \
+    PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
+                        size_t na, CUstream st) { \
+        BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
+                linear_guard, sizeof(struct linear_copy), n, st, NULL, 0, PF_CALL(sym, d, s, z, n, a, ai, na, st)); \
     }
 /* flags must be 0: any other goes to the driver */
 #define OPS_ARGS ((struct ops_args){ops, st})
-#define WRAP_BATCH3D_V1(family, ptds, sym)                                     \
+#define WRAP_BATCH3D_V1(family, ptds, sym) \
     static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), fail, 0, ((struct ops_args *)b)->st); \
-    }                                                                          \
-    PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long f, \
-                        CUstream st) {                                         \
-        BATCHED(family, ptds, batch3d(ops, n), n && ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+    } \
+    PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long f, CUstream st) { \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
                 sizeof *ops, n, st, fail, 1, PF_CALL(sym, n, ops, fail, f, st)); \
     }
-#define WRAP_BATCH3D_V2(family, ptds, sym)                                     \
+#define WRAP_BATCH3D_V2(family, ptds, sym) \
     static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
-        (void)fail;                                                            \
+        (void)fail; \
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), 0, ((struct ops_args *)b)->st); \
-    }                                                                          \
+    } \
     PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long f, CUstream st) { \
-        BATCHED(family, ptds, batch3d(ops, n), n && ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
                 sizeof *ops, n, st, NULL, 0, PF_CALL(sym, n, ops, f, st)); \
     }
 

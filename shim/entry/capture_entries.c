@@ -4,21 +4,21 @@
 #include "entry.h"
 #include "../driver/capture.h"
 
-#define BEGUN(call)                                                            \
-    do {                                                                       \
-        if (!pf_driver_load())                                                 \
-            return call;                                                       \
-        return pf_capture_begun(call);                                         \
+#define BEGUN(call) \
+    do { \
+        if (!pf_driver_load()) \
+            return call; \
+        return pf_capture_begun(call); \
     } while (0)
 
-#define WRAP_BEGIN(family, ptds, sym)                                          \
+#define WRAP_BEGIN(family, ptds, sym) \
     PF_API CUresult sym(CUstream s) { BEGUN(PF_CALL(sym, s)); }
-#define WRAP_BEGIN_V2(family, ptds, sym)                                       \
+#define WRAP_BEGIN_V2(family, ptds, sym) \
     PF_API CUresult sym(CUstream s, CUstreamCaptureMode m) { BEGUN(PF_CALL(sym, s, m)); }
-#define WRAP_BEGIN_TO_GRAPH(family, ptds, sym)                                 \
-    PF_API CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps,        \
-                        const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode m) { \
-        BEGUN(PF_CALL(sym, s, g, deps, data, n, m));                           \
+#define WRAP_BEGIN_TO_GRAPH(family, ptds, sym) \
+    PF_API CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *data, size_t n, \
+                        CUstreamCaptureMode m) { \
+        BEGUN(PF_CALL(sym, s, g, deps, data, n, m)); \
     }
 
 /* A capture ends whatever the call answers, if it was under way. */
@@ -32,7 +32,7 @@ static CUresult end(enum pf_symbol sym, int ptsz, CUstream s, CUgraph *g) {
     return r;
 }
 
-#define WRAP_END(family, ptds, sym)                                            \
+#define WRAP_END(family, ptds, sym) \
     PF_API CUresult sym(CUstream s, CUgraph *g) { return end(PF_S_##sym, ptds, s, g); }
 
 PF_CAPTURE_ENTRIES(PF_WRAP)

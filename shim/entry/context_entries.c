@@ -68,13 +68,13 @@ static CUresult synchronize(enum pf_symbol sym) {
     return r;
 }
 
-#define WRAP_CTX_SYNC(family, ptds, sym)                                       \
+#define WRAP_CTX_SYNC(family, ptds, sym) \
     PF_API CUresult sym(void) { return synchronize(PF_S_##sym); }
-#define WRAP_PRIMARY_RELEASE(family, ptds, sym)                                \
+#define WRAP_PRIMARY_RELEASE(family, ptds, sym) \
     PF_API CUresult sym(CUdevice dev) { return primary(PF_S_##sym, dev, 0); }
-#define WRAP_PRIMARY_RESET(family, ptds, sym)                                  \
+#define WRAP_PRIMARY_RESET(family, ptds, sym) \
     PF_API CUresult sym(CUdevice dev) { return primary(PF_S_##sym, dev, 1); }
-#define WRAP_CTX_DESTROY(family, ptds, sym)                                    \
+#define WRAP_CTX_DESTROY(family, ptds, sym) \
     PF_API CUresult sym(CUcontext ctx) { return destroy(PF_S_##sym, ctx); }
 
 PF_CONTEXT_ENTRIES(PF_WRAP)

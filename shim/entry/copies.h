@@ -26,21 +26,21 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
  * is given (memory/register.h): the driver takes them for pinned, so an
  * asynchronous copy (`stream` not NULL) is waited for, as the pageable one
  * would be.  Under a capture the graph's copy runs later either way. */
-#define FINISH(taken, n, guard, stream, call)                                  \
-    if (!(taken)) {                                                            \
+#define FINISH(taken, n, guard, stream, call) \
+    if (!(taken)) { \
         int held_ = (c_.host == PF_MEM_PAGEABLE || c_.host == PF_MEM_MIXED) && !pf_capturing() && (guard); \
-        noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n);             \
-        c_.result = call;                                                      \
-        if (held_ && (stream) && c_.result == CUDA_SUCCESS)                    \
-            c_.result = pf_registered_await_stream(stream);                    \
-        pf_nvtx_pop(noted_);                                                   \
-    }                                                                          \
-    pf_observe_copy(&c_);                                                      \
+        noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n); \
+        c_.result = call; \
+        if (held_ && (stream) && c_.result == CUDA_SUCCESS) \
+            c_.result = pf_registered_await_stream(stream); \
+        pf_nvtx_pop(noted_); \
+    } \
+    pf_observe_copy(&c_); \
     return (CUresult)c_.result
 
 /* A 2D/3D copy's route from its descriptor p, which the caller checked:
  * without one the driver gives the error. */
-#define SHAPE_ROUTE(p)                                                         \
+#define SHAPE_ROUTE(p) \
     pf_route_of(pf_route_side((p)->srcMemoryType, (p)->srcHost, (p)->srcDevice), \
                 pf_route_side((p)->dstMemoryType, (p)->dstHost, (p)->dstDevice))
 
@@ -59,7 +59,7 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
  * the end of its last, handed to pf_register_guard (overflowing extents:
  * to the end of the address space): its answer.  In copy_entries.c;
  * hidden, as all of the library but its PF_API wrappers. */
-int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
-                   size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth);
+int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t slice_rows,
+                  size_t pitch, size_t width, size_t height, size_t depth);
 
 #endif

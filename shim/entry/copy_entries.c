@@ -14,8 +14,7 @@
 
 /* Has the engine take x (staged, or through a registration): 1 when it did
  * (c->path is the way it went, c->result the copy's). */
-static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted,
-                                                       const struct pf_xfer *x) {
+static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, int *noted, const struct pf_xfer *x) {
     CUresult r;
     /* a profiler sees the copies pinfast tries to stage, not the small ones
      * it looks up among its registrations */
@@ -36,9 +35,9 @@ static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, i
  * to stage, and those it then had to pass through).  Inlined into each
  * wrapper: the constants there (api, ptds, async, the fixed kinds) prune its
  * branches, ~50 instructions a call. */
-static inline __attribute__((always_inline)) int
-linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int async,
-       uintptr_t dst, uintptr_t src, size_t n, CUstream s, enum pf_mem dk, enum pf_mem sk) {
+static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api,
+                                                        int ptds, int async, uintptr_t dst, uintptr_t src, size_t n,
+                                                        CUstream s, enum pf_mem dk, enum pf_mem sk) {
     pf_observe_start(c, api, n, pf_time_weight(n));
     struct pf_route rt = pf_route_linear(dst, src, n, dk, sk, async);
     /* host memory an asynchronous D2H has yet to write is neither read nor
@@ -54,8 +53,8 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
     /* too small to stage: taken only when a registration of pinfast's holds
      * it (the driver would take that memory for pinned) */
     int held_only = !rt.stage && !rt.bounce;
-    if (held_only && !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
-                       pf_register_near(host, n)))
+    if (held_only &&
+        !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n)))
         return 0;
     struct pf_xfer x = {
         .dir = rt.dir,
@@ -81,80 +80,77 @@ linear(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, int ptds, int a
 }
 
 /* The body of a linear copy's wrapper; `call` is the driver's own. */
-#define LINEAR(family, ptds, async, d, s, n, st, dk, sk, call)                 \
-    do {                                                                       \
-        if (!pf_enter())                                                       \
-            return call;                                                       \
-        struct pf_copy_seen c_;                                                \
-        int noted_;                                                            \
-        FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), \
-                      (uintptr_t)(s), n, st, dk, sk), n,                      \
+#define LINEAR(family, ptds, async, d, s, n, st, dk, sk, call) \
+    do { \
+        if (!pf_enter()) \
+            return call; \
+        struct pf_copy_seen c_; \
+        int noted_; \
+        FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), (uintptr_t)(s), n, st, dk, sk), n, \
                pf_register_guard((const void *)(c_.dir == PF_DIR_D2H ? (uintptr_t)(d) : (uintptr_t)(s)), n), \
-               async ? explicit_stream(st, ptds) : NULL, call);                \
+               async ? explicit_stream(st, ptds) : NULL, call); \
     } while (0)
 
-#define WRAP_LINEAR_ANY(family, ptds, sym)                                     \
-    PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n) {              \
+#define WRAP_LINEAR_ANY(family, ptds, sym) \
+    PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n) { \
         LINEAR(family, ptds, 0, d, s, n, 0, PF_MEM_OPEN, PF_MEM_OPEN, PF_CALL(sym, d, s, n)); \
     }
-#define WRAP_LINEAR_ANY_ASYNC(family, ptds, sym)                               \
+#define WRAP_LINEAR_ANY_ASYNC(family, ptds, sym) \
     PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { \
         LINEAR(family, ptds, 1, d, s, n, st, PF_MEM_OPEN, PF_MEM_OPEN, PF_CALL(sym, d, s, n, st)); \
     }
-#define WRAP_LINEAR_H2D(family, ptds, sym)                                     \
-    PF_API CUresult sym(CUdeviceptr d, const void *s, size_t n) {              \
+#define WRAP_LINEAR_H2D(family, ptds, sym) \
+    PF_API CUresult sym(CUdeviceptr d, const void *s, size_t n) { \
         LINEAR(family, ptds, 0, d, s, n, 0, PF_MEM_DEVICE, PF_MEM_OPEN, PF_CALL(sym, d, s, n)); \
     }
-#define WRAP_LINEAR_H2D_ASYNC(family, ptds, sym)                               \
+#define WRAP_LINEAR_H2D_ASYNC(family, ptds, sym) \
     PF_API CUresult sym(CUdeviceptr d, const void *s, size_t n, CUstream st) { \
         LINEAR(family, ptds, 1, d, s, n, st, PF_MEM_DEVICE, PF_MEM_OPEN, PF_CALL(sym, d, s, n, st)); \
     }
-#define WRAP_LINEAR_D2H(family, ptds, sym)                                     \
-    PF_API CUresult sym(void *d, CUdeviceptr s, size_t n) {                    \
+#define WRAP_LINEAR_D2H(family, ptds, sym) \
+    PF_API CUresult sym(void *d, CUdeviceptr s, size_t n) { \
         LINEAR(family, ptds, 0, d, s, n, 0, PF_MEM_OPEN, PF_MEM_DEVICE, PF_CALL(sym, d, s, n)); \
     }
-#define WRAP_LINEAR_D2H_ASYNC(family, ptds, sym)                               \
-    PF_API CUresult sym(void *d, CUdeviceptr s, size_t n, CUstream st) {       \
+#define WRAP_LINEAR_D2H_ASYNC(family, ptds, sym) \
+    PF_API CUresult sym(void *d, CUdeviceptr s, size_t n, CUstream st) { \
         LINEAR(family, ptds, 1, d, s, n, st, PF_MEM_OPEN, PF_MEM_DEVICE, PF_CALL(sym, d, s, n, st)); \
     }
-#define WRAP_LINEAR_D2D(family, ptds, sym)                                     \
-    PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n) {              \
+#define WRAP_LINEAR_D2D(family, ptds, sym) \
+    PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n) { \
         LINEAR(family, ptds, 0, d, s, n, 0, PF_MEM_DEVICE, PF_MEM_DEVICE, PF_CALL(sym, d, s, n)); \
     }
-#define WRAP_LINEAR_D2D_ASYNC(family, ptds, sym)                               \
+#define WRAP_LINEAR_D2D_ASYNC(family, ptds, sym) \
     PF_API CUresult sym(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { \
-        LINEAR(family, ptds, 1, d, s, n, st, PF_MEM_DEVICE, PF_MEM_DEVICE,     \
-               PF_CALL(sym, d, s, n, st));                                     \
+        LINEAR(family, ptds, 1, d, s, n, st, PF_MEM_DEVICE, PF_MEM_DEVICE, PF_CALL(sym, d, s, n, st)); \
     }
 
 /* The body of a wrapper that always passes through, its route known: timed
  * (every call) and counted with what it moves. */
-#define PASSED(family, route, bytes, call)                                     \
-    do {                                                                       \
-        struct pf_route rt_ = route;                                           \
-        struct pf_copy_seen c_;                                                \
-        pf_observe_start(&c_, PF_API_##family, bytes, 1);                      \
-        c_.dir = rt_.dir;                                                      \
-        c_.host = rt_.host;                                                    \
-        c_.path = PF_PATH_PASSTHROUGH;                                         \
-        c_.result = call;                                                      \
-        pf_observe_copy(&c_);                                                  \
-        return (CUresult)c_.result;                                            \
+#define PASSED(family, route, bytes, call) \
+    do { \
+        struct pf_route rt_ = route; \
+        struct pf_copy_seen c_; \
+        pf_observe_start(&c_, PF_API_##family, bytes, 1); \
+        c_.dir = rt_.dir; \
+        c_.host = rt_.host; \
+        c_.path = PF_PATH_PASSTHROUGH; \
+        c_.result = call; \
+        pf_observe_copy(&c_); \
+        return (CUresult)c_.result; \
     } while (0)
 
 #define PEER_ROUTE pf_route_of(PF_MEM_DEVICE, PF_MEM_DEVICE)
-#define WRAP_PEER(family, ptds, sym)                                           \
+#define WRAP_PEER(family, ptds, sym) \
     PF_API CUresult sym(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n) { \
-        if (!pf_enter())                                                       \
-            return PF_CALL(sym, d, dc, s, sc, n);                              \
-        PASSED(family, PEER_ROUTE, n, PF_CALL(sym, d, dc, s, sc, n));          \
+        if (!pf_enter()) \
+            return PF_CALL(sym, d, dc, s, sc, n); \
+        PASSED(family, PEER_ROUTE, n, PF_CALL(sym, d, dc, s, sc, n)); \
     }
-#define WRAP_PEER_ASYNC(family, ptds, sym)                                     \
-    PF_API CUresult sym(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, \
-                        CUstream st) {                                         \
-        if (!pf_enter())                                                       \
-            return PF_CALL(sym, d, dc, s, sc, n, st);                          \
-        PASSED(family, PEER_ROUTE, n, PF_CALL(sym, d, dc, s, sc, n, st));      \
+#define WRAP_PEER_ASYNC(family, ptds, sym) \
+    PF_API CUresult sym(CUdeviceptr d, CUcontext dc, CUdeviceptr s, CUcontext sc, size_t n, CUstream st) { \
+        if (!pf_enter()) \
+            return PF_CALL(sym, d, dc, s, sc, n, st); \
+        PASSED(family, PEER_ROUTE, n, PF_CALL(sym, d, dc, s, sc, n, st)); \
     }
 
 /* A pitched or array copy: like linear(), with the transfer shape.h made
@@ -171,21 +167,21 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
 
 /* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
  * from x_ and s_ (1) or says it passes through (0). */
-#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, guard, call)        \
-    do {                                                                       \
-        struct pf_route rt_ = route;                                           \
-        struct pf_shape s_;                                                    \
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, guard, call) \
+    do { \
+        struct pf_route rt_ = route; \
+        struct pf_shape s_; \
         struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as}; \
-        struct pf_copy_seen c_;                                                \
-        int noted_;                                                            \
-        int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */                                 \
-        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, \
-               as ? x_.stream : NULL, call);                                   \
+        struct pf_copy_seen c_; \
+        int noted_; \
+        int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */ \
+        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, as ? x_.stream : NULL, \
+               call); \
     } while (0)
 
 /* Declared in copies.h: the batches guard their pointer operands with it. */
-int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
-                  size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth) {
+int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t slice_rows,
+                  size_t pitch, size_t width, size_t height, size_t depth) {
     if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
         return 0;
     uintptr_t lo = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev, rows, off, span;
@@ -198,39 +194,30 @@ int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x
         span = UINTPTR_MAX - lo;
     return pf_register_guard((const void *)lo, span);
 }
-#define GUARD_SIDE(p, side, z, slice_rows, depth)                              \
-    pf_guard_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, \
-                  (p)->side##Y, z, slice_rows, (p)->side##Pitch, (p)->WidthInBytes, (p)->Height, depth)
-#define GUARD_2D(p, dir)                                                       \
-    ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, 0, 0, 1) : GUARD_SIDE(p, dst, 0, 0, 1))
-#define GUARD_3D(p, dir)                                                       \
+#define GUARD_SIDE(p, side, z, slice_rows, depth) \
+    pf_guard_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, (p)->side##Y, z, \
+                  slice_rows, (p)->side##Pitch, (p)->WidthInBytes, (p)->Height, depth)
+#define GUARD_2D(p, dir) ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, 0, 0, 1) : GUARD_SIDE(p, dst, 0, 0, 1))
+#define GUARD_3D(p, dir) \
     ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, (p)->srcZ, (p)->srcHeight, (p)->Depth) \
                          : GUARD_SIDE(p, dst, (p)->dstZ, (p)->dstHeight, (p)->Depth))
 /* A 2D or 3D copy (dims 2 or 3) up to the driver's call. */
-#define SHAPED(dims, family, ptds, as, p, st, call)                            \
-    do {                                                                       \
-        if (!pf_enter() || !(p))                                               \
-            return call;                                                       \
-        pf_pending_wait(NULL, (size_t)-1);                                     \
-        SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, \
-                     pf_shape_##dims##d(p, rt_, &x_, &s_), GUARD_##dims##D(p, c_.dir), call); \
+#define SHAPED(dims, family, ptds, as, p, st, call) \
+    do { \
+        if (!pf_enter() || !(p)) \
+            return call; \
+        pf_pending_wait(NULL, (size_t)-1); \
+        SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, pf_shape_##dims##d(p, rt_, &x_, &s_), \
+                     GUARD_##dims##D(p, c_.dir), call); \
     } while (0)
-#define WRAP_M2D(family, ptds, sym)                                            \
-    PF_API CUresult sym(const CUDA_MEMCPY2D *p) {                              \
-        SHAPED(2, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
-    }
-#define WRAP_M2D_ASYNC(family, ptds, sym)                                      \
-    PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) {                  \
-        SHAPED(2, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
-    }
-#define WRAP_M3D(family, ptds, sym)                                            \
-    PF_API CUresult sym(const CUDA_MEMCPY3D *p) {                              \
-        SHAPED(3, family, ptds, 0, p, 0, PF_CALL(sym, p));                     \
-    }
-#define WRAP_M3D_ASYNC(family, ptds, sym)                                      \
-    PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) {                  \
-        SHAPED(3, family, ptds, 1, p, s, PF_CALL(sym, p, s));                  \
-    }
+#define WRAP_M2D(family, ptds, sym) \
+    PF_API CUresult sym(const CUDA_MEMCPY2D *p) { SHAPED(2, family, ptds, 0, p, 0, PF_CALL(sym, p)); }
+#define WRAP_M2D_ASYNC(family, ptds, sym) \
+    PF_API CUresult sym(const CUDA_MEMCPY2D *p, CUstream s) { SHAPED(2, family, ptds, 1, p, s, PF_CALL(sym, p, s)); }
+#define WRAP_M3D(family, ptds, sym) \
+    PF_API CUresult sym(const CUDA_MEMCPY3D *p) { SHAPED(3, family, ptds, 0, p, 0, PF_CALL(sym, p)); }
+#define WRAP_M3D_ASYNC(family, ptds, sym) \
+    PF_API CUresult sym(const CUDA_MEMCPY3D *p, CUstream s) { SHAPED(3, family, ptds, 1, p, s, PF_CALL(sym, p, s)); }
 
 /* Host <-> array copies: the host side is classified, the array is device
  * memory. */
@@ -238,27 +225,27 @@ static inline struct pf_route array_route(enum pf_dir dir, const void *host) {
     enum pf_mem h = pf_classify((uintptr_t)host);
     return dir == PF_DIR_H2D ? pf_route_of(h, PF_MEM_DEVICE) : pf_route_of(PF_MEM_DEVICE, h);
 }
-#define ARRAY_COPY(family, ptds, as, dir, a, o, h, n, st, call)                \
-    do {                                                                       \
-        if (!pf_enter())                                                       \
-            return call;                                                       \
-        pf_pending_wait(h, n);                                                 \
-        SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as,             \
+#define ARRAY_COPY(family, ptds, as, dir, a, o, h, n, st, call) \
+    do { \
+        if (!pf_enter()) \
+            return call; \
+        pf_pending_wait(h, n); \
+        SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as, \
                      pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), pf_register_guard(h, n), call); \
     } while (0)
-#define WRAP_HTOA(family, ptds, sym)                                           \
-    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) {        \
+#define WRAP_HTOA(family, ptds, sym) \
+    PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) { \
         ARRAY_COPY(family, ptds, 0, PF_DIR_H2D, a, o, h, n, 0, PF_CALL(sym, a, o, h, n)); \
     }
-#define WRAP_HTOA_ASYNC(family, ptds, sym)                                     \
+#define WRAP_HTOA_ASYNC(family, ptds, sym) \
     PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n, CUstream st) { \
         ARRAY_COPY(family, ptds, 1, PF_DIR_H2D, a, o, h, n, st, PF_CALL(sym, a, o, h, n, st)); \
     }
-#define WRAP_ATOH(family, ptds, sym)                                           \
-    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n) {              \
+#define WRAP_ATOH(family, ptds, sym) \
+    PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n) { \
         ARRAY_COPY(family, ptds, 0, PF_DIR_D2H, a, o, h, n, 0, PF_CALL(sym, h, a, o, n)); \
     }
-#define WRAP_ATOH_ASYNC(family, ptds, sym)                                     \
+#define WRAP_ATOH_ASYNC(family, ptds, sym) \
     PF_API CUresult sym(void *h, CUarray a, size_t o, size_t n, CUstream st) { \
         ARRAY_COPY(family, ptds, 1, PF_DIR_D2H, a, o, h, n, st, PF_CALL(sym, h, a, o, n, st)); \
     }

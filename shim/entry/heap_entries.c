@@ -20,9 +20,14 @@ static int glibc_posix_memalign(void **pp, size_t align, size_t n) {
     void *p = __libc_memalign(align, n);
     return p ? (*pp = p, 0) : ENOMEM;
 }
-static size_t glibc_usable(void *p) { (void)p; return 0; }
-static int glibc_trim(size_t pad) { (void)pad; return 0; }
-
+static size_t glibc_usable(void *p) {
+    (void)p;
+    return 0;
+}
+static int glibc_trim(size_t pad) {
+    (void)pad;
+    return 0;
+}
 
 PF_API void *malloc(size_t n) {
     void *p = pf_heap_serves(n) ? pf_heap_alloc(n, 16, 0) : NULL;
@@ -64,7 +69,8 @@ PF_API void *reallocarray(void *p, size_t m, size_t n) {
 
 PF_API int posix_memalign(void **pp, size_t align, size_t n) {
     void *p = pf_heap_serves(n) && align && !(align & (align - 1)) && !(align % sizeof(void *))
-                  ? pf_heap_alloc(n, align, 0) : NULL;
+                  ? pf_heap_alloc(n, align, 0)
+                  : NULL;
     if (!p)
         return PF_LIBC_REAL("posix_memalign", glibc_posix_memalign)(pp, align, n);
     *pp = p;

@@ -27,8 +27,8 @@ static void *swap(void *p) {
  * their own state exists.  RTLD_NEXT means "after the caller", and glibc finds
  * the caller from the return address: those lookups must reach it as a tail
  * call (checked by the test suite), and are never swapped. */
-PF_API __attribute__((no_sanitize("address", "thread", "undefined"))) void *
-dlsym(void *restrict handle, const char *restrict name) {
+PF_API __attribute__((no_sanitize("address", "thread", "undefined"))) void *dlsym(void *restrict handle,
+                                                                                  const char *restrict name) {
     if (handle == RTLD_NEXT)
         return pf_dlsym_fn()(handle, name);
     void *p = pf_real_dlsym(handle, name);
@@ -46,17 +46,17 @@ static CUresult handed_out(CUresult r, void **pfn) {
     return r;
 }
 
-#define WRAP_LOOKUP(family, ptds, sym)                                         \
+#define WRAP_LOOKUP(family, ptds, sym) \
     PF_API CUresult sym(const char *symbol, void **pfn, int version, cuuint64_t flags) { \
-        if (!pf_driver_load())                                                 \
-            return CUDA_ERROR_NOT_INITIALIZED;                                 \
-        return handed_out(PF_CALL(sym, symbol, pfn, version, flags), pfn);     \
+        if (!pf_driver_load()) \
+            return CUDA_ERROR_NOT_INITIALIZED; \
+        return handed_out(PF_CALL(sym, symbol, pfn, version, flags), pfn); \
     }
-#define WRAP_LOOKUP_V2(family, ptds, sym)                                      \
+#define WRAP_LOOKUP_V2(family, ptds, sym) \
     PF_API CUresult sym(const char *symbol, void **pfn, int version, cuuint64_t flags, \
-                        CUdriverProcAddressQueryResult *status) {              \
-        if (!pf_driver_load())                                                 \
-            return CUDA_ERROR_NOT_INITIALIZED;                                 \
+                        CUdriverProcAddressQueryResult *status) { \
+        if (!pf_driver_load()) \
+            return CUDA_ERROR_NOT_INITIALIZED; \
         return handed_out(PF_CALL(sym, symbol, pfn, version, flags, status), pfn); \
     }
 

@@ -95,8 +95,8 @@ static void report(void) {
 /* Runs after main returns or exit(). */
 __attribute__((destructor)) static void stop(void) {
     /* a program whose CUDA runtime found no driver never calls pinfast */
-    if (!__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE) && getenv("PINFAST_LOG") &&
-        pf_options() && pf_log_level() >= PF_INFO && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
+    if (!__atomic_load_n(&pf_driver_loaded, __ATOMIC_ACQUIRE) && getenv("PINFAST_LOG") && pf_options() &&
+        pf_log_level() >= PF_INFO && !dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
         pf_msg(PF_INFO, "no CUDA driver (libcuda.so.1) was loaded in this process: nothing to do");
     for (int i = 0; i < NMODULES; i++)
         if (modules[i].exit)

@@ -69,8 +69,7 @@ PF_API void *mremap(void *old, size_t old_size, size_t new_size, int flags, ...)
  * POSIX_MADV_DONTNEED is a no-op in glibc. */
 PF_API int madvise(void *p, size_t n, int advice) {
     if (in_heap(p, n)) {
-        if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
-            advice == MADV_DONTNEED_LOCKED)
+        if (advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE || advice == MADV_DONTNEED_LOCKED)
             pf_register_changed((uintptr_t)p, end_of(p, n));
         else if (advice == MADV_HUGEPAGE || advice == MADV_NOHUGEPAGE)
             pf_heap_advised((uintptr_t)p, end_of(p, n));
@@ -104,6 +103,7 @@ PF_API void *mmap64(void *p, size_t n, int prot, int flags, int fd, off_t off) {
 PF_API void *shmat(int id, const void *p, int flags) {
     struct shmid_ds ds;
     if (p && (flags & SHM_REMAP) && pf_register_watching() && !shmctl(id, IPC_STAT, &ds) && in_heap(p, ds.shm_segsz))
-        pf_register_changed((uintptr_t)p, end_of(p, ds.shm_segsz)), pf_heap_altered((uintptr_t)p, end_of(p, ds.shm_segsz));
+        pf_register_changed((uintptr_t)p, end_of(p, ds.shm_segsz)),
+            pf_heap_altered((uintptr_t)p, end_of(p, ds.shm_segsz));
     return (void *)syscall(SYS_shmat, id, p, flags);
 }

@@ -27,34 +27,38 @@ enum pf_block_reg { PF_REG_NONE, PF_REG_DUE, PF_REG_MAKING, PF_REG_LIVE, PF_REG_
 #define PF_HANDS 8
 
 struct pf_block {
-    uintptr_t base;       /* the mapping's start, 2 MiB aligned */
-    size_t size;          /* its bytes, whole pages */
-    size_t reg_len;       /* the bytes from base its registration holds (a block grown in place holds more) */
-    uint32_t units;       /* 2 MiB units of the range it takes */
-    uint32_t user_off;    /* the program's pointer is base + user_off */
-    uint8_t state;        /* enum pf_block_state */
-    uint8_t reg;          /* enum pf_block_reg: register.c's, under the heap's lock */
-    uint8_t thp;          /* the program advised huge pages on it, or against */
-    uint8_t altered;      /* the program unmapped, remapped or protected some of it: given back when freed */
-    uint8_t cold;         /* LIVE: calloc's; KEPT: calloc's, its first page never touched (zeros left as they came) */
-    uint8_t nhands;       /* the program's registrations over it, hand[0, nhands) */
-    uint16_t hands_lost;  /* PROGRAM: registrations of the program's past hand[]'s room */
-    uint8_t orphan;       /* MAKING: its context was destroyed meanwhile */
-    uint8_t undoing;      /* its registration is being undone: no copy takes it, no other undo */
-    uint32_t gen;         /* bumped as the record is given back: one who waited knows it is another block's now */
-    int refs;             /* copies through its registration under way, and its registering */
-    unsigned sightings;   /* copies of PINFAST_REGISTER_MIN or more seen, by any owner: a loop's
-                           * buffer freed and allocated again each step is copied again and again */
-    unsigned settles;     /* KEPT and registered: settles seen since */
+    uintptr_t base;      /* the mapping's start, 2 MiB aligned */
+    size_t size;         /* its bytes, whole pages */
+    size_t reg_len;      /* the bytes from base its registration holds (a block grown in place holds more) */
+    uint32_t units;      /* 2 MiB units of the range it takes */
+    uint32_t user_off;   /* the program's pointer is base + user_off */
+    uint8_t state;       /* enum pf_block_state */
+    uint8_t reg;         /* enum pf_block_reg: register.c's, under the heap's lock */
+    uint8_t thp;         /* the program advised huge pages on it, or against */
+    uint8_t altered;     /* the program unmapped, remapped or protected some of it: given back when freed */
+    uint8_t cold;        /* LIVE: calloc's; KEPT: calloc's, its first page never touched (zeros left as they came) */
+    uint8_t nhands;      /* the program's registrations over it, hand[0, nhands) */
+    uint16_t hands_lost; /* PROGRAM: registrations of the program's past hand[]'s room */
+    uint8_t orphan;      /* MAKING: its context was destroyed meanwhile */
+    uint8_t undoing;     /* its registration is being undone: no copy takes it, no other undo */
+    uint32_t gen;        /* bumped as the record is given back: one who waited knows it is another block's now */
+    int refs;            /* copies through its registration under way, and its registering */
+    unsigned sightings;  /* copies of PINFAST_REGISTER_MIN or more seen, by any owner: a loop's
+                          * buffer freed and allocated again each step is copied again and again */
+    unsigned settles;    /* KEPT and registered: settles seen since */
     /* The program's own registrations over the block: answered from
      * pinfast's registration while it is LIVE or STALE (no driver call),
      * the driver's own while PROGRAM.  A registration may reach past the
      * block (PROGRAM only). */
-    struct pf_hand { uintptr_t lo; size_t len; unsigned flags; } hand[PF_HANDS];
-    uint64_t kept_at;     /* when kept (the oldest goes first) */
-    uint32_t prev, next;  /* the kept list, oldest first, by index + 1 */
+    struct pf_hand {
+        uintptr_t lo;
+        size_t len;
+        unsigned flags;
+    } hand[PF_HANDS];
+    uint64_t kept_at;      /* when kept (the oldest goes first) */
+    uint32_t prev, next;   /* the kept list, oldest first, by index + 1 */
     uint32_t cprev, cnext; /* the kept blocks of its size class */
-    CUcontext ctx;        /* the context its registration was made in */
+    CUcontext ctx;         /* the context its registration was made in */
 };
 
 /* The lock over every block and registration; no driver call is made

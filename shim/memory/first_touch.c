@@ -48,8 +48,8 @@ size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
     *interior = NULL;
     /* advice only on a block of pinfast's heap the program gave none of its
      * own: the advice stays on the memory */
-    if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() ||
-        !pf_heap_advisable(p, n) || mincore((void *)lo, 4096, &resident) || (resident & 1))
+    if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() || !pf_heap_advisable(p, n) ||
+        mincore((void *)lo, 4096, &resident) || (resident & 1))
         return 0; /* too small, not wanted, not pinfast's, or already touched: not fresh */
     if (pf_libc_madvise((void *)lo, hi - lo, MADV_HUGEPAGE))
         return 0;

@@ -35,10 +35,10 @@ uintptr_t pf_heap_lo_, pf_heap_len_;
 size_t pf_heap_min_ = SIZE_MAX;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int reserved;                 /* 1: reserved; -1: failed, the heap is off */
-static struct pf_block *blocks;      /* MAX_BLOCKS records */
-static uint32_t nrec, free_rec;      /* records used so far; the unused list (index + 1) */
-static uint32_t *unit_map;           /* per unit: the record holding it, index + 1 */
+static int reserved;            /* 1: reserved; -1: failed, the heap is off */
+static struct pf_block *blocks; /* MAX_BLOCKS records */
+static uint32_t nrec, free_rec; /* records used so far; the unused list (index + 1) */
+static uint32_t *unit_map;      /* per unit: the record holding it, index + 1 */
 static size_t nunits;
 static uint32_t kept_head, kept_tail; /* oldest first, index + 1 */
 static uint32_t classes[64];          /* kept blocks by log2 of their size, index + 1 */
@@ -189,9 +189,7 @@ static void header(const struct pf_block *b) {
 /* How much a kept block is worth to the next malloc: registered (copies
  * go direct at once), then touched (no page to fault in and clear), then
  * cold. */
-static int worth(const struct pf_block *b) {
-    return b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING ? 2 : !b->cold;
-}
+static int worth(const struct pf_block *b) { return b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING ? 2 : !b->cold; }
 
 /* The kept block that fits n bytes best (the worthiest, then the
  * smallest), at most a quarter larger than `need`: of need's size class or

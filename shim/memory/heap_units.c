@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-static struct extent { uint32_t at, len; } *extents;
+static struct extent { uint32_t at, len; } * extents;
 static size_t nextents;
 
 size_t pf_units_bytes(uint32_t n) { return ((size_t)n / 2 + 2) * sizeof *extents; }

@@ -78,4 +78,3 @@ int pf_heap_advisable(const void *p, size_t n) {
     pf_heap_unlock();
     return ok;
 }
-

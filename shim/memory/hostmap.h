@@ -11,7 +11,7 @@
 struct pf_range {
     uintptr_t base, end; /* [base, end) */
     enum pf_mem kind;
-    unsigned flags;      /* the allocation's or registration's flags */
+    unsigned flags; /* the allocation's or registration's flags */
 };
 
 /* Records a range; an existing one with the same base is replaced. */
@@ -34,7 +34,7 @@ void pf_hostmap_touch(void);
 
 /* Held across fork() so the child never inherits a half-changed map. */
 void pf_hostmap_fork_prepare(void);
-void pf_hostmap_fork_done(void);   /* in the parent */
-void pf_hostmap_forked(void);      /* in the child: the lock made anew */
+void pf_hostmap_fork_done(void); /* in the parent */
+void pf_hostmap_forked(void);    /* in the child: the lock made anew */
 
 #endif

@@ -22,9 +22,9 @@ struct pinned_block {
     int api;
     CUcontext ctx;
     unsigned long long ctx_id;
-    uint64_t alloc_ns;         /* what a fresh one cost: the time a reuse saves */
-    int idle;                  /* freed by the program, cached */
-    unsigned settles;          /* idle: the program's context waits seen since */
+    uint64_t alloc_ns;                /* what a fresh one cost: the time a reuse saves */
+    int idle;                         /* freed by the program, cached */
+    unsigned settles;                 /* idle: the program's context waits seen since */
     struct pinned_block *prev, *next; /* idle blocks, most recently freed last */
     struct pinned_block *chain;       /* the next block of its bucket */
 };
@@ -33,7 +33,7 @@ struct pinned_block {
 #define BUCKETS 1024
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pinned_block *buckets[BUCKETS];
-static struct pinned_block *oldest, *newest;  /* idle list */
+static struct pinned_block *oldest, *newest; /* idle list */
 static struct pf_pool_stats stats;
 
 static struct pinned_block **bucket(const void *p) {

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 static size_t cap_bytes;
-static pthread_cond_t work = PTHREAD_COND_INITIALIZER;     /* the registrar's */
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER; /* the registrar's */
 static enum { NONE, STARTING, RUNNING, STOPPED } registrar_state;
 static pthread_t registrar_thread;
 static int atexit_done, warned;

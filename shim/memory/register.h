@@ -25,7 +25,10 @@ struct pf_block;
 #define PF_REG_PIECES 1
 struct pf_hold {
     int n;
-    struct pf_piece { struct pf_block *g; size_t off, len; } piece[PF_REG_PIECES];
+    struct pf_piece {
+        struct pf_block *g;
+        size_t off, len;
+    } piece[PF_REG_PIECES];
 };
 
 /* A copy of n bytes at host (pageable; no capture under way): 1 when a
@@ -44,9 +47,7 @@ void pf_register_done(struct pf_hold *h, size_t bytes);
 
 /* Registrations live, being made or due: the hooks' fast path. */
 extern int pf_register_watch_;
-static inline int pf_register_watching(void) {
-    return __atomic_load_n(&pf_register_watch_, __ATOMIC_RELAXED) != 0;
-}
+static inline int pf_register_watching(void) { return __atomic_load_n(&pf_register_watch_, __ATOMIC_RELAXED) != 0; }
 /* Whether [p, p+n) may meet a registration: the fast test before a lookup. */
 static inline int pf_register_near(const void *p, size_t n) {
     (void)n;

@@ -16,17 +16,15 @@
 #define PF_REG_HOST_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
 
 /* Whether a registration in state reg holds the block's pages. */
-static inline int pf_reg_holds(int reg) {
-    return reg == PF_REG_MAKING || reg == PF_REG_LIVE || reg == PF_REG_STALE;
-}
+static inline int pf_reg_holds(int reg) { return reg == PF_REG_MAKING || reg == PF_REG_LIVE || reg == PF_REG_STALE; }
 
 /* The cache's counts, kept as registrations change, and the report's. */
 struct pf_reg_counts {
-    int watched;     /* blocks DUE, MAKING, LIVE or STALE */
-    int closed;      /* at exit: nothing is registered any more, the program's registrations go too */
-    size_t held;     /* bytes of MAKING, LIVE and STALE blocks */
-    size_t peak;     /* of held */
-    uint64_t ticks;  /* in the driver's calls */
+    int watched;    /* blocks DUE, MAKING, LIVE or STALE */
+    int closed;     /* at exit: nothing is registered any more, the program's registrations go too */
+    size_t held;    /* bytes of MAKING, LIVE and STALE blocks */
+    size_t peak;    /* of held */
+    uint64_t ticks; /* in the driver's calls */
     struct pf_register_stats stats;
 };
 extern struct pf_reg_counts pf_reg_;

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #define SITES PF_CALLSITE_MAX
-#define FRAMES 6      /* return addresses kept: static cudart is ~3 deep */
-#define OWN_FRAMES 6  /* at most this many of pinfast's own are on top */
+#define FRAMES 6     /* return addresses kept: static cudart is ~3 deep */
+#define OWN_FRAMES 6 /* at most this many of pinfast's own are on top */
 #define ALWAYS_BYTES (4u << 20)
 #define ALWAYS_NS 1000000
 #define FIX 256 /* calls are kept in 1/256ths: weights are fractions */
@@ -118,8 +118,7 @@ static struct counts *slot_for(void *const *f, int n) {
     for (unsigned i = 0; i < SITES; i++) {
         struct site_entry *s = &table[(key + i) % SITES];
         uint64_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
-        if (!k && __atomic_compare_exchange_n(&s->key, &k, key, 0, __ATOMIC_ACQ_REL,
-                                              __ATOMIC_ACQUIRE)) {
+        if (!k && __atomic_compare_exchange_n(&s->key, &k, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
             memcpy(s->frames, f, (size_t)n * sizeof *f);
             s->nframes = n;
             __atomic_store_n(&s->ready, 1, __ATOMIC_RELEASE);
@@ -208,8 +207,7 @@ static const char *base_name(const char *path) {
  * driver or the CUDA runtime (shared, or linked statically: by its names). */
 static int name(void *ret, struct pf_site *s) {
     static const char *const cuda_libs[] = {"libcuda.so", "libcudart"};
-    static const char *const cuda_syms[] = {"cuda", "__cuda", "libcudart_static_", "_ZN6cudart",
-                                            "_ZNK6cudart"};
+    static const char *const cuda_syms[] = {"cuda", "__cuda", "libcudart_static_", "_ZN6cudart", "_ZNK6cudart"};
     static char exe[4096];
     uintptr_t a = (uintptr_t)ret - 1; /* the call, not what follows it */
     Dl_info info;

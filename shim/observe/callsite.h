@@ -10,7 +10,7 @@
 
 /* Per thread: what lets most copies pass with a decrement and two compares. */
 struct pf_callsite_countdown {
-    uint64_t left; /* copies to the next one walked at the base rate; 0: not set up */
+    uint64_t left;                     /* copies to the next one walked at the base rate; 0: not set up */
     uint64_t small_bytes, small_ticks; /* copies up to these are walked at the base rate only */
 };
 extern __thread struct pf_callsite_countdown pf_callsite_countdown;
@@ -35,8 +35,8 @@ struct pf_site {
     uintptr_t offset;  /* return address - symbol (or - module base when no symbol) */
     uintptr_t address; /* the return address */
     uint64_t calls, bytes, ns;
-    uint64_t samples;  /* walks behind the estimates */
-    int estimated;     /* 1: some samples stood for more than one copy */
+    uint64_t samples; /* walks behind the estimates */
+    int estimated;    /* 1: some samples stood for more than one copy */
 };
 
 /* Fills up to max sites (merged by resolved address, in table order) and

@@ -72,8 +72,7 @@ __attribute__((cold)) struct pf_thread_counters *pf_counters_claim(void) {
         for (b = blocks; b && b->owned; b = b->next)
             ;
         if (!b && nblocks < BLOCKS) {
-            void *p = pf_libc_mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                           -1, 0);
+            void *p = pf_libc_mmap(NULL, sizeof *b, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (p != MAP_FAILED) {
                 b = p;
                 b->next = blocks;
@@ -116,7 +115,6 @@ void pf_counters_forked(void) {
     pf_stats_used = 0;
     start_ns = pf_now_ns();
 }
-
 
 void pf_counters_each(void (*fn)(const struct pf_thread_counters *)) {
     fn(&pf_counters_shared);

@@ -45,8 +45,8 @@ static inline void pf_counter_bump(uint64_t *v, uint64_t by) {
 }
 
 /* Counts a call in block b's counter c; bytes count only on success. */
-static inline void pf_counter_add(struct pf_thread_counters *b, struct pf_counter *c, size_t bytes,
-                                  uint64_t ticks, int result) {
+static inline void pf_counter_add(struct pf_thread_counters *b, struct pf_counter *c, size_t bytes, uint64_t ticks,
+                                  int result) {
     if (__builtin_expect(b == &pf_counters_shared, 0)) {
         pf_counter_add_atomic(c, bytes, ticks, result);
         return;

@@ -52,8 +52,7 @@ static int inside(uint64_t off, uint64_t n, uint64_t each) {
     return off <= cur.size && n <= (cur.size - off) / (each ? each : 1);
 }
 
-int pf_elfsym(const char *path, uintptr_t bias, uintptr_t addr, char *name, size_t size,
-              uintptr_t *start) {
+int pf_elfsym(const char *path, uintptr_t bias, uintptr_t addr, char *name, size_t size, uintptr_t *start) {
     if (map_file(path))
         return -1;
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)cur.map;
@@ -74,9 +73,9 @@ int pf_elfsym(const char *path, uintptr_t bias, uintptr_t addr, char *name, size
         names = (const char *)cur.map + sh[sh[i].sh_link].sh_offset;
         size_t names_size = sh[sh[i].sh_link].sh_size;
         for (size_t k = 0; k < n; k++)
-            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_shndx != SHN_UNDEF &&
-                sym[k].st_value <= want && want - sym[k].st_value < sym[k].st_size &&
-                sym[k].st_name < names_size && memchr(names + sym[k].st_name, 0, names_size - sym[k].st_name)) {
+            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_shndx != SHN_UNDEF && sym[k].st_value <= want &&
+                want - sym[k].st_value < sym[k].st_size && sym[k].st_name < names_size &&
+                memchr(names + sym[k].st_name, 0, names_size - sym[k].st_name)) {
                 best = &sym[k];
                 break;
             }

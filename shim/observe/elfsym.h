@@ -10,8 +10,7 @@
 /* The function of the ELF file `path`, loaded with bias `bias`, that holds
  * address addr: its name into name and its start into *start; 0 on success,
  * -1 when the file has no .symtab or no function holds addr. */
-int pf_elfsym(const char *path, uintptr_t bias, uintptr_t addr, char *name, size_t size,
-              uintptr_t *start);
+int pf_elfsym(const char *path, uintptr_t bias, uintptr_t addr, char *name, size_t size, uintptr_t *start);
 
 /* Unmaps the file kept mapped between lookups. */
 void pf_elfsym_release(void);

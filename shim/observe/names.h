@@ -4,8 +4,8 @@
 
 extern const char *const pf_copy_api_names[];  /* by enum pf_copy_api */
 extern const char *const pf_alloc_api_names[]; /* by enum pf_alloc_api */
-extern const char *const pf_dir_names[];   /* by enum pf_dir */
-extern const char *const pf_mem_names[];   /* by enum pf_mem */
-extern const char *const pf_path_names[];  /* by enum pf_path */
+extern const char *const pf_dir_names[];       /* by enum pf_dir */
+extern const char *const pf_mem_names[];       /* by enum pf_mem */
+extern const char *const pf_path_names[];      /* by enum pf_path */
 
 #endif

@@ -19,9 +19,8 @@ unsigned pf_time_weight_slow(void) {
 
 /* A call that ended just now and took ticks; out of line, so that the
  * common path saves no registers for it. */
-__attribute__((cold)) static void trace(const char *api, const char *dir, const char *mem,
-                                        const char *path, size_t bytes, uint64_t ticks,
-                                        int result, const struct pf_timeline *chunks) {
+__attribute__((cold)) static void trace(const char *api, const char *dir, const char *mem, const char *path,
+                                        size_t bytes, uint64_t ticks, int result, const struct pf_timeline *chunks) {
     uint64_t ns = pf_ticks_to_ns(ticks);
     pf_trace(api, dir, mem, path, bytes, pf_now_ns() - ns, ns, result, chunks);
 }
@@ -36,8 +35,8 @@ __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c,
     if (ok && c->host == PF_MEM_PAGEABLE && (c->dir == PF_DIR_H2D || c->dir == PF_DIR_D2H))
         pf_pin_after_copy_copy(bytes);
     if (__builtin_expect(pf_options()->trace != NULL, 0))
-        trace(pf_copy_api_names[c->api], pf_dir_names[c->dir], pf_mem_names[c->host],
-              pf_path_names[c->path], bytes, ticks, c->result, c->chunks);
+        trace(pf_copy_api_names[c->api], pf_dir_names[c->dir], pf_mem_names[c->host], pf_path_names[c->path], bytes,
+              ticks, c->result, c->chunks);
     /* round trips: an H2D judged before the call, and a D2H into memory the
      * program can read once the call returns (even an async one's, unless
      * pinfast lets a pageable one land later) */
@@ -45,8 +44,7 @@ __attribute__((noinline)) static void observe_more(const struct pf_copy_seen *c,
         struct pf_thread_counters *b = pf_counters();
         pf_counter_add(b, &b->trips, bytes, 0, 0);
     }
-    if (ok && c->d2h_dst &&
-        (!c->async || (c->host == PF_MEM_PAGEABLE && !pf_options()->async_d2h)))
+    if (ok && c->d2h_dst && (!c->async || (c->host == PF_MEM_PAGEABLE && !pf_options()->async_d2h)))
         pf_round_trip_d2h(c->d2h_dst, bytes);
 }
 

@@ -49,12 +49,12 @@ static inline unsigned pf_time_weight(size_t bytes) {
 struct pf_copy_seen {
     enum pf_copy_api api;
     size_t bytes;
-    unsigned weight;     /* its time counts this many times over; 0: not timed */
-    uint64_t t0;         /* pf_ticks as the call began, when timed */
+    unsigned weight; /* its time counts this many times over; 0: not timed */
+    uint64_t t0;     /* pf_ticks as the call began, when timed */
     enum pf_dir dir;
-    enum pf_mem host;    /* the host side's kind */
+    enum pf_mem host; /* the host side's kind */
     enum pf_path path;
-    int result;          /* the call's; bytes count only on success (0) */
+    int result;                       /* the call's; bytes count only on success (0) */
     const struct pf_timeline *chunks; /* a staged copy's, for a Chrome trace; else NULL */
     /* linear copies only (0 and NULL for the others): */
     int async;           /* the *Async form */
@@ -64,8 +64,8 @@ struct pf_copy_seen {
 
 /* As the call begins: weight is pf_time_weight(bytes) for the copies timed
  * on a sample, 1 for those always timed. */
-static inline __attribute__((always_inline)) void
-pf_observe_start(struct pf_copy_seen *c, enum pf_copy_api api, size_t bytes, unsigned weight) {
+static inline __attribute__((always_inline)) void pf_observe_start(struct pf_copy_seen *c, enum pf_copy_api api,
+                                                                   size_t bytes, unsigned weight) {
     c->api = api;
     c->bytes = bytes;
     c->weight = weight;
@@ -80,8 +80,7 @@ pf_observe_start(struct pf_copy_seen *c, enum pf_copy_api api, size_t bytes, uns
  * anything: an H2D's source is judged now (an asynchronous one's may change
  * right after the call). */
 static inline __attribute__((always_inline)) void
-pf_observe_sides(struct pf_copy_seen *c, enum pf_dir dir, enum pf_mem host, uintptr_t dst,
-                 uintptr_t src, int async) {
+pf_observe_sides(struct pf_copy_seen *c, enum pf_dir dir, enum pf_mem host, uintptr_t dst, uintptr_t src, int async) {
     /* host memory the CPU can read without moving it (not managed memory) */
     int readable = host == PF_MEM_PAGEABLE || host == PF_MEM_PINNED;
     c->dir = dir;

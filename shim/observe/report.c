@@ -18,8 +18,7 @@ static int is_json_name(const char *path) {
 
 void pf_stats_report(const struct pf_engine_stats *staging, const struct pf_pool_stats *pool) {
     const struct pf_options *opt = pf_options();
-    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED) || opt->disable ||
-        opt->stats == PF_STATS_OFF)
+    if (!__atomic_load_n(&pf_stats_used, __ATOMIC_RELAXED) || opt->disable || opt->stats == PF_STATS_OFF)
         return;
     static struct pf_out o; /* 8 KiB: not on the stack of an exiting thread */
     o.fd = STDERR_FILENO;
@@ -33,8 +32,7 @@ void pf_stats_report(const struct pf_engine_stats *staging, const struct pf_pool
         } else {
             int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
             if (fd < 0) {
-                pf_msg(PF_WARNING, "cannot write the report to %s (%s); report goes to stderr",
-                       path, strerror(errno));
+                pf_msg(PF_WARNING, "cannot write the report to %s (%s); report goes to stderr", path, strerror(errno));
             } else {
                 o.fd = fd;
                 /* a file named *.json holds JSON unless PINFAST_STATS chose:

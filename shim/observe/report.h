@@ -36,11 +36,11 @@ double pf_per_gib(double seconds, unsigned long long bytes);
 /* Whether row (api a, direction d, path p) has a transfer rate, and its
  * text: fmt for a number, `none` where it has none. */
 int pf_has_rate(int a, int d, int p);
-const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
-                      int p, const struct pf_cell *c);
+const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d, int p,
+                         const struct pf_cell *c);
 /* Its busy seconds (what the rate is over), likewise. */
-const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
-                         int p, const struct pf_cell *c);
+const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d, int p,
+                         const struct pf_cell *c);
 /* Sum of the copy rows that `keep` selects (with rated, only those with a
  * rate), and selectors. */
 struct pf_cell pf_total(int (*keep)(int a, int d, int m, int p), int rated);
@@ -71,8 +71,7 @@ struct pf_advice {
     char text[320];
 };
 /* What the program should change; returns how many (at most 9). */
-int pf_advise(struct pf_advice *adv, double wall, const struct pf_engine_stats *e,
-           const struct pf_pool_stats *pl);
+int pf_advise(struct pf_advice *adv, double wall, const struct pf_engine_stats *e, const struct pf_pool_stats *pl);
 
 /* Call pf_sites, collected for a renderer (64 KiB: not on the stack), and
  * their orders. */
@@ -86,9 +85,7 @@ struct pf_whoami {
 void pf_whoami(struct pf_whoami *w);
 
 /* The two renderers. */
-void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats *e,
-                 const struct pf_pool_stats *pl);
-void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats *e,
-                 const struct pf_pool_stats *pl);
+void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats *e, const struct pf_pool_stats *pl);
+void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats *e, const struct pf_pool_stats *pl);
 
 #endif

@@ -62,9 +62,9 @@ double pf_per_gib(double seconds, unsigned long long bytes) {
 }
 
 static int is_sync(int a) {
-    return a == PF_API_cuMemcpy || a == PF_API_cuMemcpyHtoD || a == PF_API_cuMemcpyDtoH ||
-           a == PF_API_cuMemcpyDtoD || a == PF_API_cuMemcpyPeer || a == PF_API_cuMemcpy2D ||
-           a == PF_API_cuMemcpy2DUnaligned || a == PF_API_cuMemcpy3D;
+    return a == PF_API_cuMemcpy || a == PF_API_cuMemcpyHtoD || a == PF_API_cuMemcpyDtoH || a == PF_API_cuMemcpyDtoD ||
+           a == PF_API_cuMemcpyPeer || a == PF_API_cuMemcpy2D || a == PF_API_cuMemcpy2DUnaligned ||
+           a == PF_API_cuMemcpy3D;
 }
 
 /* Whether a row's time inside the calls is its transfer's: a synchronous
@@ -75,13 +75,12 @@ static int is_sync(int a) {
 int pf_has_rate(int a, int d, int p) {
     if (is_sync(a))
         return 1;
-    return p == PF_PATH_REGISTERED ||
-           (p == PF_PATH_STAGED && !(d == PF_DIR_D2H && pf_options()->async_d2h));
+    return p == PF_PATH_REGISTERED || (p == PF_PATH_STAGED && !(d == PF_DIR_D2H && pf_options()->async_d2h));
 }
 
 /* A row's GB/s as printed: fmt for a number, or `none` where it has no rate. */
-const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *none, int a,
-                             int d, int p, const struct pf_cell *c) {
+const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d, int p,
+                         const struct pf_cell *c) {
     if (!pf_has_rate(a, d, p))
         return none;
     snprintf(buf, size, fmt, pf_gbps(c));
@@ -89,8 +88,8 @@ const char *pf_rate_text(char *buf, size_t size, const char *fmt, const char *no
 }
 
 /* A row's busy seconds as printed, likewise. */
-const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d,
-                         int p, const struct pf_cell *c) {
+const char *pf_busy_text(char *buf, size_t size, const char *fmt, const char *none, int a, int d, int p,
+                         const struct pf_cell *c) {
     if (!pf_has_rate(a, d, p))
         return none;
     snprintf(buf, size, fmt, (double)c->busy * 1e-9);
@@ -150,4 +149,3 @@ const char *pf_at_rate(char *buf, size_t size, struct pf_cell c) {
     snprintf(buf, size, " at %.2f GB/s", pf_gbps(&c));
     return buf;
 }
-

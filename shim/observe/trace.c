@@ -66,8 +66,7 @@ static void drain(struct buf *b) {
             continue;
         if (w <= 0) {
             if (!__atomic_exchange_n(&failed, 1, __ATOMIC_RELAXED))
-                pf_msg(PF_WARNING, "writing the trace failed (%s); tracing stops",
-                       strerror(w < 0 ? errno : ENOSPC));
+                pf_msg(PF_WARNING, "writing the trace failed (%s); tracing stops", strerror(w < 0 ? errno : ENOSPC));
             break;
         }
         off += (size_t)w;
@@ -100,12 +99,14 @@ static void open_trace(void) {
     char head[LINE];
     chrome = pf_options()->trace_format == PF_TRACE_CHROME;
     pid = (int)getpid();
-    int n = chrome ? snprintf(head, sizeof head,
-                              "[{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"DMA H2D\"}},\n"
-                              "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"DMA D2H\"}}",
-                              pid, TRACK_DMA, pid, TRACK_DMA + 1)
-                   : snprintf(head, sizeof head,
-                              "# pinfast trace: start_seconds thread api direction memory bytes seconds path result\n");
+    int n =
+        chrome ? snprintf(
+                     head, sizeof head,
+                     "[{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"DMA H2D\"}},\n"
+                     "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"DMA D2H\"}}",
+                     pid, TRACK_DMA, pid, TRACK_DMA + 1)
+               : snprintf(head, sizeof head,
+                          "# pinfast trace: start_seconds thread api direction memory bytes seconds path result\n");
     ssize_t w = write(fd, head, (size_t)n);
     (void)w;
 }
@@ -144,7 +145,7 @@ __attribute__((format(printf, 2, 3))) static void put(struct buf *b, const char 
 static double trace_us(uint64_t ns) { return (double)(ns - origin) * 1e-3; }
 
 /* One complete event ("X") from start to end on thread tid. */
-#define EVENT(b, name, tid, start, end, args, ...)                                              \
+#define EVENT(b, name, tid, start, end, args, ...) \
     put(b, ",\n{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%ld,\"ts\":%.3f,\"dur\":%.3f,\"args\":{" args "}}", \
         name, pid, (long)(tid), trace_us(start), (double)((end) - (start)) * 1e-3, __VA_ARGS__)
 
@@ -158,12 +159,12 @@ static void chunks(struct buf *b, const struct pf_timeline *tl, const char *dir,
         uint64_t end = l->landed > l->dma ? l->landed : l->dma_end;
         if (l->dma && end >= l->dma)
             EVENT(b, "DMA", TRACK_DMA + d2h, l->dma, end,
-                  "\"direction\":\"%s\",\"offset\":%zu,\"bytes\":%zu,\"slot\":%d", dir, l->off,
-                  l->len, l->slot);
+                  "\"direction\":\"%s\",\"offset\":%zu,\"bytes\":%zu,\"slot\":%d", dir, l->off, l->len, l->slot);
         for (int k = 0; k < l->ntasks; k++) {
             int by = l->tasks[k].by;
             if (by && by < 64 && !(__atomic_fetch_or(&named, 1ull << by, __ATOMIC_RELAXED) & 1ull << by))
-                put(b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"pinfast worker %d\"}}",
+                put(b,
+                    ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"pinfast worker %d\"}}",
                     pid, TRACK_WORKER + by, by);
             EVENT(b, "host copy", by ? TRACK_WORKER + by : tid, l->tasks[k].start, l->tasks[k].end,
                   "\"direction\":\"%s\",\"chunk\":%zu,\"bytes\":%zu", dir, l->off, l->tasks[k].len);
@@ -171,8 +172,8 @@ static void chunks(struct buf *b, const struct pf_timeline *tl, const char *dir,
     }
 }
 
-void pf_trace(const char *api, const char *dir, const char *mem, const char *path, size_t bytes,
-              uint64_t start_ns, uint64_t ns, int result, const struct pf_timeline *tl) {
+void pf_trace(const char *api, const char *dir, const char *mem, const char *path, size_t bytes, uint64_t start_ns,
+              uint64_t ns, int result, const struct pf_timeline *tl) {
     if (!pf_options()->trace)
         return;
     pthread_once(&once, open_trace);
@@ -185,13 +186,13 @@ void pf_trace(const char *api, const char *dir, const char *mem, const char *pat
         /* after the exit flush: the file is complete */
     } else if (chrome) {
         EVENT(b, api, tid, start_ns, start_ns + ns,
-              "\"direction\":\"%s\",\"memory\":\"%s\",\"bytes\":%zu,\"path\":\"%s\",\"result\":%d",
-              dir, mem, bytes, path, result);
+              "\"direction\":\"%s\",\"memory\":\"%s\",\"bytes\":%zu,\"path\":\"%s\",\"result\":%d", dir, mem, bytes,
+              path, result);
         if (tl)
             chunks(b, tl, dir, tid);
     } else {
-        put(b, "%.9f %ld %s %s %s %zu %.9f %s %d\n", (double)(start_ns - origin) * 1e-9, tid, api,
-            dir, mem, bytes, (double)ns * 1e-9, path, result);
+        put(b, "%.9f %ld %s %s %s %zu %.9f %s %d\n", (double)(start_ns - origin) * 1e-9, tid, api, dir, mem, bytes,
+            (double)ns * 1e-9, path, result);
     }
     drop(b);
 }

@@ -12,8 +12,8 @@ struct pf_timeline;
 
 /* Records a call that started at start_ns (pf_now_ns) and took ns, and a
  * staged copy's chunks (NULL: none). */
-void pf_trace(const char *api, const char *dir, const char *mem, const char *path, size_t bytes,
-              uint64_t start_ns, uint64_t ns, int result, const struct pf_timeline *chunks);
+void pf_trace(const char *api, const char *dir, const char *mem, const char *path, size_t bytes, uint64_t start_ns,
+              uint64_t ns, int result, const struct pf_timeline *chunks);
 
 /* Writes out every thread's buffered lines, and closes the Chrome trace's
  * array (nothing is recorded after): at exit. */
