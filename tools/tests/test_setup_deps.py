@@ -12,7 +12,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "setup-deps")
-ALL = ["cmake", "make", "gcc", "python3", "libcmocka-dev", "valgrind"]
+ALL = ["cmake", "make", "gcc", "python3", "libcmocka-dev", "valgrind", "clang-format"]
 
 
 class SetupDeps(unittest.TestCase):
