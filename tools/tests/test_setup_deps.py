@@ -50,7 +50,7 @@ class SetupDeps(unittest.TestCase):
             return f.read().splitlines()
 
     def test_nothing_missing_is_silent(self):
-        for name in ("cmake", "make", "gcc", "python3", "valgrind"):
+        for name in ("cmake", "make", "gcc", "python3", "valgrind", "clang-format"):
             self.stub(name)
         os.makedirs(os.path.join(self.dir, "include"))
         open(os.path.join(self.dir, "include", "cmocka.h"), "w").close()  # beside bin/
@@ -62,7 +62,7 @@ class SetupDeps(unittest.TestCase):
         p = self.run_deps("--dry-run", *ALL)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout,
-                         "pinfast: would install: cmake make python3 libcmocka-dev valgrind\n")
+                         "pinfast: would install: cmake make python3 libcmocka-dev valgrind clang-format\n")
 
     def test_installs_with_apt_get(self):
         self.recording("apt-get")
