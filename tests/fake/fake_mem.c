@@ -55,6 +55,8 @@ struct alloc {
     int dev;                 /* a mapping's device (it has no context) */
 };
 
+static void backing_free(const struct alloc *a);
+
 /* sorted by base; ranges never overlap */
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct alloc *tab;
@@ -139,7 +141,7 @@ static CUresult insert_or_free(struct alloc a)
     int rc = insert_locked(a);
     pthread_mutex_unlock(&mem_lock);
     if (rc) {
-        free(a.host);
+        backing_free(&a);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
@@ -218,7 +220,7 @@ void fake_mem_ctx_destroyed(struct fake_ctx *c)
                 atomic_fetch_sub(&registered_now, 1);
             }
             else
-                free(tab[i].host);
+                backing_free(&tab[i]);
             remove_locked((long)i);
         }
     pthread_mutex_unlock(&mem_lock);
@@ -263,12 +265,30 @@ static void *backing_alloc(size_t size)
     return aligned_alloc(4096, rounded);
 }
 
+/* Pinned and managed memory are the driver's own mappings, as the real
+ * driver's are: never blocks of the program's heap (whose malloc may be a
+ * preloaded library's, pinfast's among them). */
+static void *mapping_alloc(size_t size)
+{
+    void *p = (void *)syscall(SYS_mmap, NULL, (size + 4095) & ~(size_t)4095, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void backing_free(const struct alloc *a)
+{
+    if (a->kind == MEM_PINNED || a->kind == MEM_MANAGED)
+        syscall(SYS_munmap, a->host, (a->size + 4095) & ~(size_t)4095);
+    else
+        free(a->host);
+}
+
 /* ---- device memory -------------------------------------------------------- */
 static CUresult dev_alloc(CUdeviceptr *dptr, size_t size, struct fake_ctx *c, enum fake_mem_kind kind)
 {
     if (!dptr || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    char *host = backing_alloc(size);
+    char *host = kind == MEM_MANAGED ? mapping_alloc(size) : backing_alloc(size);
     if (!host)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct alloc a = { .size = size, .kind = kind, .host = host, .ctx = c };
@@ -313,7 +333,7 @@ FAKE_API CUresult cuMemFree_v2(CUdeviceptr dptr)
     struct alloc a;
     if (take_synced(dptr, 1u << MEM_DEVICE | 1u << MEM_MANAGED, 0, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    free(a.host);
+    backing_free(&a);
     return CUDA_SUCCESS;
 }
 
@@ -419,7 +439,7 @@ static CUresult host_alloc(void **pp, size_t size, unsigned flags)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = fake_capture_prohibit(NULL)))
         return r;
-    char *host = backing_alloc(size);
+    char *host = mapping_alloc(size);
     if (!host)
         return CUDA_ERROR_OUT_OF_MEMORY;
     struct alloc a = { .base = (uintptr_t)host, .size = size, .kind = MEM_PINNED,
@@ -467,7 +487,7 @@ FAKE_API CUresult cuMemFreeHost(void *p)
         return r;
     if (take_synced((uintptr_t)p, 1u << MEM_PINNED, 1, &a))
         return CUDA_ERROR_INVALID_VALUE;
-    free(a.host);
+    backing_free(&a);
     return CUDA_SUCCESS;
 }
 
