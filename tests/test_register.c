@@ -502,8 +502,8 @@ static void test_munmap_mprotect(void **s)
 }
 
 /* The pages of a registered block replaced (an mmap over them): the
- * registration is retired; copies of the new pages, however small (too
- * small to stage: passed to the driver), move the new bytes. */
+ * registration is retired; copies of the new pages, however small, move
+ * the new bytes, and undo nothing (they are staged). */
 static void test_mapped_over(void **s)
 {
     (void)s;
@@ -513,13 +513,16 @@ static void test_mapped_over(void **s)
     unsigned long before = unregisters();
     assert_ptr_equal(mmap(lo, MiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), lo);
     expect_no_unregister(before, "mmap(MAP_FIXED) over a registered block");
-    for (size_t n = 64 * 1024; n <= MiB; n *= 4) {
+    for (size_t n = 4096; n <= MiB; n *= 4) {
         char what[96];
         snprintf(what, sizeof what, "a copy of %zu bytes of new pages mapped over a registered block", n);
         round_trip(lo + MiB - n, n, what);
         round_trip(lo, n, what);
     }
     round_trip(r, BLK, "a block with new pages mapped over a part");
+    /* staged, however small: passed to the driver, a copy would need the
+     * retired registration undone first, a wait for the whole device */
+    expect_no_unregister(before, "copies over new pages mapped over a registered block");
     free(r);
 }
 

@@ -143,8 +143,9 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
     struct pf_block *b = pf_reg_block_of(host, n);
     if (b && pf_reg_covers(b, host, n)) {
         k = hold(b, n, h);
-    } else if (b && (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING)) {
-        *busy = 1;
+    } else if (b && (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING ||
+                     (b->reg == PF_REG_STALE && !pf_reg_in_hand(b, (uintptr_t)host, (uintptr_t)host + n)))) {
+        *busy = 1; /* (register.h) */
     } else if (b && b->reg == PF_REG_NONE && sight && ++b->sightings >= (unsigned)o->reg_after && ctx) {
         b->ctx = ctx;
         pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
@@ -222,8 +223,9 @@ int pf_register_guard(const void *p, size_t n) {
     pf_reg_each_meeting(lo, hi, guard_one, &touched);
     pf_reg_.stats.guarded += touched;
     /* the one device wait pinfast adds of its own: a copy the driver makes
-     * over memory the program changed under a registration (rare: a small
-     * or unstaged copy right after munmap, madvise or mprotect of a block) */
+     * over memory the program changed under a registration that pinfast
+     * could not stage (a 2D/3D or batch copy, one during a capture, right
+     * after munmap, madvise or mprotect of a block) */
     for (struct pf_block *b; (b = stale_meeting(lo, hi));)
         pf_reg_undo(b, stale);
     pf_heap_unlock();
@@ -375,26 +377,4 @@ void pf_register_forked(void) {
     }
     pf_reg_.peak = 0;
     pf_heap_unlock();
-}
-
-void pf_register_stats(struct pf_register_stats *out) {
-    struct pf_heap_stats h;
-    pf_heap_stats(&h);
-    pf_heap_lock();
-    *out = pf_reg_.stats;
-    out->live_bytes = pf_reg_.held;
-    out->peak_bytes = pf_reg_.peak;
-    uint64_t ticks = pf_reg_.ticks; /* written under the lock (pf_reg_driver) */
-    size_t n = 0;
-    out->live = 0;
-    struct pf_block *all = pf_heap_blocks(&n);
-    for (size_t i = 0; i < n; i++)
-        out->live += all[i].reg == PF_REG_LIVE;
-    pf_heap_unlock();
-    out->heap_blocks = h.served;
-    out->heap_reused = h.reused;
-    out->heap_released = h.released;
-    out->kept_bytes = h.kept_bytes;
-    out->peak_kept_bytes = h.peak_kept_bytes;
-    out->register_seconds = (double)pf_ticks_to_ns(ticks) * 1e-9;
 }

@@ -1,7 +1,7 @@
 /* A block's registration and its changes (register_state.h): the counts
- * that follow every change, the driver's calls made with the heap's lock
- * dropped, and undoing one, the program's registrations answered from it
- * made with the driver instead. */
+ * that follow every change and the report made of them, the driver's calls
+ * made with the heap's lock dropped, and undoing one, the program's
+ * registrations answered from it made with the driver instead. */
 #include "register_state.h"
 #include "register.h"
 #include "../base/clock.h"
@@ -127,4 +127,27 @@ void pf_reg_each_meeting(uintptr_t lo, uintptr_t hi, void (*f)(struct pf_block *
     for (size_t i = 0; i < n; i++)
         if (all[i].state != PF_BLOCK_UNUSED && all[i].base < hi && lo < all[i].base + all[i].size)
             f(&all[i], arg);
+}
+
+/* The report's registrations object (register.h). */
+void pf_register_stats(struct pf_register_stats *out) {
+    struct pf_heap_stats h;
+    pf_heap_stats(&h);
+    pf_heap_lock();
+    *out = pf_reg_.stats;
+    out->live_bytes = pf_reg_.held;
+    out->peak_bytes = pf_reg_.peak;
+    uint64_t ticks = pf_reg_.ticks; /* written under the lock (pf_reg_driver) */
+    size_t n = 0;
+    out->live = 0;
+    struct pf_block *all = pf_heap_blocks(&n);
+    for (size_t i = 0; i < n; i++)
+        out->live += all[i].reg == PF_REG_LIVE;
+    pf_heap_unlock();
+    out->heap_blocks = h.served;
+    out->heap_reused = h.reused;
+    out->heap_released = h.released;
+    out->kept_bytes = h.kept_bytes;
+    out->peak_kept_bytes = h.peak_kept_bytes;
+    out->register_seconds = (double)pf_ticks_to_ns(ticks) * 1e-9;
 }
