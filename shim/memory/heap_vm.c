@@ -12,8 +12,11 @@
 #define UNIT ((uintptr_t)2 << 20)
 
 static uintptr_t page(void) {
-    static uintptr_t p;
-    return p ? p : (p = (uintptr_t)sysconf(_SC_PAGESIZE));
+    static uintptr_t p; /* threads may race to set it, to the same value */
+    uintptr_t v = __atomic_load_n(&p, __ATOMIC_RELAXED);
+    if (!v)
+        __atomic_store_n(&p, v = (uintptr_t)sysconf(_SC_PAGESIZE), __ATOMIC_RELAXED);
+    return v;
 }
 
 /* [lo, hi) clipped to the reserved range. */
