@@ -19,10 +19,13 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
 /* Bounces an asynchronous pageable H2D pf_route_linear (route.h) found
  * worth bouncing: the caller copies the source into the pinned bounce area
  * of the stream's context and queues the DMA from there on the stream,
- * without waiting for it.  Returns 1 with the call's result in *result, or
- * 0 having done nothing, when the copy must pass through (pf_route_confirm
- * said so, no pinned memory, no space free now). */
-int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
+ * without waiting for it.  With if_driver_waits, only where the driver's
+ * own staging may be full, so that the plain call would wait for the
+ * stream (a burst of them behind longer work).  Returns 1 with the call's
+ * result in *result, or 0 having done nothing, when the copy must pass
+ * through (the driver has room, pf_route_confirm said so, no pinned
+ * memory, no space free now). */
+int pf_engine_bounce(const struct pf_xfer *x, int if_driver_waits, CUresult *result);
 
 void pf_engine_stats(struct pf_engine_stats *out);
 

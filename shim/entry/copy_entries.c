@@ -66,13 +66,16 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
         .held_only = held_only,
     };
     if (rt.bounce) {
+        /* memory pinfast may register is bounced all the same: passed
+         * through while registered, the copy would be waited for */
+        int near = pf_register_near(host, n);
         CUresult r;
-        if (pf_engine_bounce(&x, &r)) {
+        if (pf_engine_bounce(&x, !near, &r)) {
             c->path = PF_PATH_BOUNCED;
             c->result = r;
             return 1;
         }
-        if (!pf_register_near(host, n)) /* the area is full */
+        if (!near) /* the driver has room, or the area is full */
             return 0;
         x.held_only = 1;
     }
