@@ -242,9 +242,12 @@ static void mine_key_create(void) { pthread_key_create(&mine_key, mark_drop); }
 /* Past MARK_EVERY (ASK_BOUNCING when bouncing): 1 when the mark is over,
  * or there is none, and a new one is recorded; 0 when not. */
 static int ask(const struct pf_xfer *x, size_t charge) {
+    CUstreamCaptureStatus cs;
+    if (pf_capturing() || PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE) /* nothing asked during a capture */
+        return 1;
     struct pf_context *c = pf_context_of(x->stream, 0);
-    uint64_t unused[2];
-    if (!c || !pf_route_confirm(x, 0, unused)) /* a capture: nothing asked */
+    if (!c)
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
     if (mine.mark && (mine.c != c || mine.id != c->id))
@@ -284,7 +287,7 @@ static int driver_has_room(const struct pf_xfer *x) {
 
 int pf_engine_bounce(const struct pf_xfer *x, int if_driver_waits, CUresult *result) {
     uint64_t mark[2];
-    if ((if_driver_waits && driver_has_room(x)) || !pf_route_confirm(x, 0, mark))
+    if ((if_driver_waits && driver_has_room(x)) || !pf_route_host_pageable(x) || !pf_route_confirm(x, 0, mark))
         return 0;
     /* as a staged copy, no cancellation point: cancelled holding the
      * lock or a fence FILLING, it would stop the ring for good */

@@ -58,10 +58,18 @@ pf_route_linear(uintptr_t dst, uintptr_t src, size_t n, enum pf_mem dk, enum pf_
     r.stage = pf_route_stages(r, n);
     r.bounce =
         r.host == PF_MEM_PAGEABLE && o->stage && async && r.dir == PF_DIR_H2D && n && n < o->min_size && n <= o->bounce;
-    /* a decision to stage or bounce must not rest on a region-wide cached answer */
-    if ((r.stage || r.bounce) && pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)
+    /* a decision to stage must not rest on a region-wide cached answer (a
+     * bounce's is checked once made: pf_route_host_pageable) */
+    if (r.stage && pf_classify_uncached(r.dir == PF_DIR_H2D ? src : dst) != PF_MEM_PAGEABLE)
         r.stage = r.bounce = 0;
     return r;
+}
+
+/* The host side of x is pageable memory, asked afresh: the last check
+ * before a bounce, which most small copies never reach (the driver has
+ * room for them). */
+static inline int pf_route_host_pageable(const struct pf_xfer *x) {
+    return pf_classify_uncached((uintptr_t)x->host) == PF_MEM_PAGEABLE;
 }
 
 /* One side of a 2D/3D copy, from its memory type and pointers. */
