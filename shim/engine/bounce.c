@@ -205,89 +205,88 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
  * stream (docs/results/2026-11-24-h100-bounce-and-copy-shapes, the bounce
  * line).  On a stream that keeps up, a bounce only costs more than that (a
  * copy, a DMA and an event).  So a thread's copies on one stream pass
- * through while at most 2 * MARK_EVERY of them may still be queued: a mark
- * (an event) is recorded after every MARK_EVERY of them, and the next ones
- * are bounced only while the mark before is not over.  A copy counts as at
- * least CHARGE_MIN: the driver's staging holds fewer tiny copies than
- * their bytes say. */
-#define MARK_EVERY ((size_t)512 << 10)
-#define CHARGE_MIN ((size_t)4 << 10)
-#define ASK_BOUNCING (MARK_EVERY / 8) /* bounced between two questions */
+ * through while at most 2 * PF_PASS_MARK_EVERY of them may still be queued
+ * (engine.h counts them): a mark (an event) is recorded after every
+ * PF_PASS_MARK_EVERY of them, and the next ones are bounced only while the
+ * mark before is not over. */
+#define ASK_BOUNCING (PF_PASS_MARK_EVERY / 8) /* bounced between two questions */
 
-static __thread struct passing {
-    CUstream stream;
+__thread struct pf_passing pf_passing_;
+
+static __thread struct {
     struct pf_context *c; /* the mark's context, and its id when taken */
     unsigned long long id;
-    CUevent mark; /* NULL: none taken */
-    int marked;   /* mark recorded on `stream` after the copies before `since` */
-    int bouncing; /* the mark was not over when last asked */
-    size_t since; /* charged since the mark, or since it was last asked */
+    CUevent ev; /* NULL: none taken */
+    int marked; /* ev recorded on pf_passing_.stream after the copies before `since` */
 } mine;
 
-static pthread_key_t mine_key;
-static pthread_once_t mine_once = PTHREAD_ONCE_INIT;
+static pthread_key_t mark_key;
+static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 
 /* The mark, destroyed if its context still is (a context takes its events
  * with it): never kept for a wait, as a destroyed one could be. */
 static void mark_drop(void *unused) {
     (void)unused;
-    if (mine.mark && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id)
-        PF_CALL(cuEventDestroy_v2, mine.mark);
-    mine.mark = NULL;
+    if (mine.ev && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id)
+        PF_CALL(cuEventDestroy_v2, mine.ev);
+    mine.ev = NULL;
     mine.marked = 0;
 }
 
-static void mine_key_create(void) { pthread_key_create(&mine_key, mark_drop); }
+static void mark_key_create(void) { pthread_key_create(&mark_key, mark_drop); }
 
-/* Past MARK_EVERY (ASK_BOUNCING when bouncing): 1 when the mark is over,
- * or there is none, and a new one is recorded; 0 when not. */
-static int ask(const struct pf_xfer *x, size_t charge) {
+/* Past the count: 1 when the mark is over, or there is none, and a new one
+ * is recorded; 0 when not.  Nothing is asked during a capture. */
+static int ask(CUstream stream) {
     CUstreamCaptureStatus cs;
-    if (pf_capturing() || PF_CALL(cuStreamIsCapturing, x->stream, &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE) /* nothing asked during a capture */
+    if (pf_capturing() || PF_CALL(cuStreamIsCapturing, stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1;
-    struct pf_context *c = pf_context_of(x->stream, 0);
+    struct pf_context *c = pf_context_of(stream, 0);
     if (!c)
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
-    if (mine.mark && (mine.c != c || mine.id != c->id))
+    if (mine.ev && (mine.c != c || mine.id != c->id))
         mark_drop(NULL);
-    CUresult q = mine.marked ? PF_CALL(cuEventQuery, mine.mark) : CUDA_SUCCESS;
+    CUresult q = mine.marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
     int room = q != CUDA_ERROR_NOT_READY; /* an error: the driver's call answers it */
     if (room) {
-        if (!mine.mark && pf_context_event(c, &mine.mark) == CUDA_SUCCESS) {
+        if (!mine.ev && pf_context_event(c, &mine.ev) == CUDA_SUCCESS) {
             mine.c = c;
             mine.id = c->id;
-            pthread_once(&mine_once, mine_key_create);
-            pthread_setspecific(mine_key, &mine);
+            pthread_once(&mark_once, mark_key_create);
+            pthread_setspecific(mark_key, &mine);
         }
-        mine.marked = mine.mark && PF_CALL(cuEventRecord, mine.mark, x->stream) == CUDA_SUCCESS;
+        mine.marked = mine.ev && PF_CALL(cuEventRecord, mine.ev, stream) == CUDA_SUCCESS;
     }
     pf_capture_restore(mode);
-    mine.bouncing = !room;
-    mine.since = charge;
     return room;
 }
 
-/* 1 when the driver would stage x without waiting for its stream: it
- * passes through.  No driver call but once every MARK_EVERY. */
-static int driver_has_room(const struct pf_xfer *x) {
-    size_t charge = x->bytes > CHARGE_MIN ? x->bytes : CHARGE_MIN;
-    if (mine.stream != x->stream) {
-        mine.stream = x->stream;
-        mine.marked = mine.bouncing = 0;
-        mine.since = 0;
+int pf_engine_passing_ask(CUstream stream, size_t charge) {
+    struct pf_passing *m = &pf_passing_;
+    if (m->stream != stream) { /* another stream: nothing known of it */
+        m->stream = stream;
+        mine.marked = m->bouncing = 0;
+        m->since = 0;
     }
-    if (mine.since + charge <= (mine.bouncing ? ASK_BOUNCING : MARK_EVERY)) {
-        mine.since += charge;
-        return !mine.bouncing;
+    if (m->bouncing && m->since + charge <= ASK_BOUNCING) {
+        m->since += charge;
+        return 0;
     }
-    return ask(x, charge);
+    if (!m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {
+        m->since += charge;
+        return 1;
+    }
+    int room = ask(stream);
+    m->bouncing = !room;
+    m->since = charge;
+    return room;
 }
 
-int pf_engine_bounce(const struct pf_xfer *x, int if_driver_waits, CUresult *result) {
+int pf_engine_bounce(const struct pf_xfer *x, CUresult *result) {
     uint64_t mark[2];
-    if ((if_driver_waits && driver_has_room(x)) || !pf_route_host_pageable(x) || !pf_route_confirm(x, 0, mark))
+    if (!pf_route_host_pageable(x) || !pf_route_confirm(x, 0, mark))
         return 0;
     /* as a staged copy, no cancellation point: cancelled holding the
      * lock or a fence FILLING, it would stop the ring for good */

@@ -19,13 +19,36 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
 /* Bounces an asynchronous pageable H2D pf_route_linear (route.h) found
  * worth bouncing: the caller copies the source into the pinned bounce area
  * of the stream's context and queues the DMA from there on the stream,
- * without waiting for it.  With if_driver_waits, only where the driver's
- * own staging may be full, so that the plain call would wait for the
- * stream (a burst of them behind longer work).  Returns 1 with the call's
- * result in *result, or 0 having done nothing, when the copy must pass
- * through (the driver has room, pf_route_confirm said so, no pinned
- * memory, no space free now). */
-int pf_engine_bounce(const struct pf_xfer *x, int if_driver_waits, CUresult *result);
+ * without waiting for it.  Returns 1 with the call's result in *result, or
+ * 0 having done nothing, when the copy must pass through
+ * (pf_route_confirm said so, no pinned memory, no space free now). */
+int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
+
+/* Whether the driver would take a small asynchronous pageable H2D of n
+ * bytes on `stream` without waiting for the stream (bounce.c says how it
+ * is told): 1, and it passes through; 0 where its own staging may be full
+ * (a burst behind longer work), and it is bounced.  Inline: on a stream
+ * that keeps up, no driver call but once every PF_PASS_MARK_EVERY bytes of
+ * this thread's copies, each counted as at least PF_PASS_CHARGE_MIN (the
+ * driver's staging holds fewer tiny copies than their bytes say). */
+#define PF_PASS_MARK_EVERY ((size_t)512 << 10)
+#define PF_PASS_CHARGE_MIN ((size_t)4 << 10)
+struct pf_passing {
+    CUstream stream;
+    size_t since; /* counted since the last mark, or since it was last asked */
+    int bouncing; /* the mark was not over when last asked */
+};
+extern __thread struct pf_passing pf_passing_;
+int pf_engine_passing_ask(CUstream stream, size_t charge);
+static inline int pf_engine_driver_has_room(CUstream stream, size_t n) {
+    struct pf_passing *m = &pf_passing_;
+    size_t charge = n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
+    if (__builtin_expect(m->stream == stream && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY, 1)) {
+        m->since += charge;
+        return 1;
+    }
+    return pf_engine_passing_ask(stream, charge);
+}
 
 void pf_engine_stats(struct pf_engine_stats *out);
 

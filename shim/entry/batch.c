@@ -67,7 +67,7 @@ int pf_batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t
             const struct pf_timeline *chunks;
             if (bc[i].to == TO_DRIVER)
                 continue;
-            if (!(bc[i].to == TO_BOUNCE ? pf_engine_bounce(&bc[i].x, 0, &r) : pf_engine_copy(&bc[i].x, &r, &chunks))) {
+            if (!(bc[i].to == TO_BOUNCE ? pf_engine_bounce(&bc[i].x, &r) : pf_engine_copy(&bc[i].x, &r, &chunks))) {
                 declined[nk++] = i;
                 continue;
             }

@@ -56,6 +56,11 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     if (held_only &&
         !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n)))
         return 0;
+    /* memory pinfast may register is bounced all the same: passed through
+     * while registered, the copy would be waited for */
+    int near = rt.bounce && pf_register_near(host, n);
+    if (rt.bounce && !near && pf_engine_driver_has_room(explicit_stream(s, ptds), n))
+        return 0;
     struct pf_xfer x = {
         .dir = rt.dir,
         .dev = rt.dir == PF_DIR_H2D ? dst : src,
@@ -66,16 +71,13 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
         .held_only = held_only,
     };
     if (rt.bounce) {
-        /* memory pinfast may register is bounced all the same: passed
-         * through while registered, the copy would be waited for */
-        int near = pf_register_near(host, n);
         CUresult r;
-        if (pf_engine_bounce(&x, !near, &r)) {
+        if (pf_engine_bounce(&x, &r)) {
             c->path = PF_PATH_BOUNCED;
             c->result = r;
             return 1;
         }
-        if (!near) /* the driver has room, or the area is full */
+        if (!near) /* the area is full */
             return 0;
         x.held_only = 1;
     }

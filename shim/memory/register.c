@@ -214,9 +214,9 @@ static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
     return NULL;
 }
 
-int pf_register_guard(const void *p, size_t n) {
+int pf_register_guard_meeting(const void *p, size_t n) {
     uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-    if (!n || !pf_register_watching() || !pf_heap_meets(lo, hi))
+    if (!pf_heap_meets(lo, hi))
         return 0;
     int touched = 0;
     pf_heap_lock();

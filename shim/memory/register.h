@@ -60,7 +60,10 @@ static inline int pf_register_near(const void *p, size_t n) {
  * pinfast's holds some of it (the driver takes that for pinned memory: an
  * asynchronous copy must then be waited for, as the pageable one would
  * be); one due is cancelled. */
-int pf_register_guard(const void *p, size_t n);
+int pf_register_guard_meeting(const void *p, size_t n);
+static inline int pf_register_guard(const void *p, size_t n) {
+    return n && pf_register_watching() && pf_register_guard_meeting(p, n);
+}
 
 /* The program changes the memory of [lo, hi) (munmap, madvise, mprotect,
  * mremap, a fixed mmap): registrations over it are retired, no copy uses
