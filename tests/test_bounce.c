@@ -126,6 +126,39 @@ static void test_idle_stream_passes(void **s)
     free(h);
 }
 
+/* Once a burst behind a kernel has been bounced and the stream has caught
+ * up, the small copies after it pass to the driver again at once: bouncing
+ * lasts only while the copies passed before may still fill the driver's
+ * staging.  100 copies after the burst record at most a mark or two.  Of
+ * the burst's 16 KiB copies, 32 pass before the first mark, 32 more before
+ * the question that finds it not over, and the rest are bounced: 125, so
+ * that a gate asking again only every fourth bounced copy would go on
+ * bouncing the small copies after the burst (it did, one record each). */
+static void test_after_burst_passes(void **s)
+{
+    (void)s;
+    const size_t n = 16 * KiB, copies = 32 + 32 + 125;
+    unsigned char *h = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, copies * n));
+    t_fill(h, n, t_rand());
+    hold_stream(nonblocking, HOLD_US / 4);
+    for (size_t i = 0; i < copies; i++)
+        CK(D.MemcpyHtoDAsync(d + i * n, h, n, nonblocking));
+    CK(D.StreamSynchronize(nonblocking));
+    unsigned long records = fake_calls("cuEventRecord");
+    for (size_t i = 0; i < 100; i++)
+        CK(D.MemcpyHtoDAsync(d + i * 64, h, 64, nonblocking));
+    records = fake_calls("cuEventRecord") - records;
+    if (records > 2)
+        fail_msg("%lu events recorded for 100 small copies on a stream that caught up after a burst: they "
+                 "were still bounced", records);
+    CK(D.StreamSynchronize(nonblocking));
+    expect_device(d, h, 64, "a small copy after the burst");
+    CK(D.MemFree(d));
+    free(h);
+}
+
 /* ---- order --------------------------------------------------------------------- */
 /* Random copies on one stream into one device buffer, mirrored in a model:
  * small asynchronous H2D (bounced), large ones (staged), D2D within the
@@ -449,6 +482,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_wait_behind_kernel),
         cmocka_unit_test(test_idle_stream_passes),
+        cmocka_unit_test(test_after_burst_passes),
         cmocka_unit_test(test_order_mixed),
         cmocka_unit_test(test_area_full),
         cmocka_unit_test(test_threads_one_stream),

@@ -208,8 +208,9 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
  * through while at most 2 * PF_PASS_MARK_EVERY of them may still be queued
  * (engine.h counts them): a mark (an event) is recorded after every
  * PF_PASS_MARK_EVERY of them, and the next ones are bounced only while the
- * mark before is not over. */
-#define ASK_BOUNCING (PF_PASS_MARK_EVERY / 8) /* bounced between two questions */
+ * mark before is not over, asked again at each (a question costs far less
+ * than a bounce, and a burst behind longer work must not leave the copies
+ * after it bounced). */
 
 __thread struct pf_passing pf_passing_;
 
@@ -269,10 +270,6 @@ int pf_engine_passing_ask(CUstream stream, size_t charge) {
         m->stream = stream;
         mine.marked = m->bouncing = 0;
         m->since = 0;
-    }
-    if (m->bouncing && m->since + charge <= ASK_BOUNCING) {
-        m->since += charge;
-        return 0;
     }
     if (!m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {
         m->since += charge;

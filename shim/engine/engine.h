@@ -29,10 +29,12 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
  * is told): 1, and it passes through; 0 where its own staging may be full
  * (a burst behind longer work), and it is bounced.  Inline: on a stream
  * that keeps up, no driver call but once every PF_PASS_MARK_EVERY bytes of
- * this thread's copies, each counted as at least PF_PASS_CHARGE_MIN (the
- * driver's staging holds fewer tiny copies than their bytes say). */
+ * this thread's copies, each counted as at least PF_PASS_CHARGE_MIN (a
+ * copy costs the driver's staging more than its bytes; at 4 KiB, 4-byte
+ * copies the GPU ran ~1 us apart were bounced in some processes, 0.2-0.3
+ * us more a copy: docs/results/2026-11-29-h200-never-slower). */
 #define PF_PASS_MARK_EVERY ((size_t)512 << 10)
-#define PF_PASS_CHARGE_MIN ((size_t)4 << 10)
+#define PF_PASS_CHARGE_MIN ((size_t)256)
 struct pf_passing {
     CUstream stream;
     size_t since; /* counted since the last mark, or since it was last asked */
