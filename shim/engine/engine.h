@@ -30,9 +30,8 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
  * (a burst behind longer work), and it is bounced.  Inline: on a stream
  * that keeps up, no driver call but once every PF_PASS_MARK_EVERY bytes of
  * this thread's copies, each counted as at least PF_PASS_CHARGE_MIN (a
- * copy costs the driver's staging more than its bytes; at 4 KiB, 4-byte
- * copies the GPU ran ~1 us apart were bounced in some processes, 0.2-0.3
- * us more a copy: docs/results/2026-11-29-h200-never-slower). */
+ * copy costs the driver's staging more than its bytes; docs/design.md,
+ * "The bounce area", says why not more). */
 #define PF_PASS_MARK_EVERY ((size_t)512 << 10)
 #define PF_PASS_CHARGE_MIN ((size_t)256)
 struct pf_passing {
