@@ -764,6 +764,47 @@ static void test_async(void **s)
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 #define HOLD_US 3000
 
+/* Small asynchronous H2D copies on an idle stream while a block of
+ * pinfast's heap is registered: from another block, which no registration
+ * holds, they pass to the driver (no event recorded for each: not
+ * bounced); from the registered one they are bounced, or taken through the
+ * registration: passed to the driver as they are, each would be waited
+ * for.  Every byte lands. */
+static void test_small_async_beside(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(BLK), *q = malloc(BLK);
+    assert_true(r && q);
+    make_registered(r, BLK);
+    enum { COPIES = 100, SIZE = 64 };
+    unsigned char *from[2] = { q, r };
+    unsigned long records[2];
+    for (int k = 0; k < 2; k++) {
+        uint64_t salt = t_rand();
+        t_fill(from[k], COPIES * SIZE, salt);
+        unsigned long before = fake_calls("cuEventRecord");
+        for (int i = 0; i < COPIES; i++) {
+            CK(D.MemcpyHtoDAsync(dev + (size_t)i * SIZE, from[k] + (size_t)i * SIZE, SIZE, stream));
+            if (i % 25 == 24)
+                CK(D.StreamSynchronize(stream));
+        }
+        records[k] = fake_calls("cuEventRecord") - before;
+        CK(D.StreamSynchronize(stream));
+        t_poison(pinned, COPIES * SIZE);
+        CK(D.MemcpyDtoH(pinned, dev, COPIES * SIZE));
+        t_expect_fill(pinned, COPIES * SIZE, salt,
+                      k ? "small copies from a registered block" : "small copies beside one");
+    }
+    if (heap() && records[0] > 2)
+        fail_msg("%lu events recorded for %d small copies from a block no registration holds: bounced, "
+                 "not passed to the driver", records[0], COPIES);
+    if (heap() && records[1] < COPIES)
+        fail_msg("%lu events recorded for %d small copies from a registered block: passed to the driver "
+                 "as they are", records[1], COPIES);
+    free(q);
+    free(r);
+}
+
 static void test_passed_through(void **s)
 {
     (void)s;
@@ -1193,6 +1234,7 @@ int main(int argc, char **argv)
         CASE(test_own_registrations),
         CASE(test_own_registrations_several),
         CASE(test_async),
+        CASE(test_small_async_beside),
         CASE(test_passed_through),
         CASE(test_threads),
         CASE(test_exit),

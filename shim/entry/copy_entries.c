@@ -56,10 +56,10 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     if (held_only &&
         !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n)))
         return 0;
-    /* memory pinfast may register is bounced all the same: passed through
-     * while registered, the copy would be waited for */
+    /* memory a registration of pinfast's holds (or is due to) is bounced
+     * all the same: passed through, the copy would be waited for */
     int near = rt.bounce && pf_register_near(host, n);
-    if (rt.bounce && !near && pf_engine_driver_has_room(explicit_stream(s, ptds), n))
+    if (rt.bounce && (!near || pf_register_quiet(host, n)) && pf_engine_driver_has_room(explicit_stream(s, ptds), n))
         return 0;
     struct pf_xfer x = {
         .dir = rt.dir,

@@ -214,6 +214,21 @@ static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
     return NULL;
 }
 
+static void loud_one(struct pf_block *b, void *arg) {
+    *(int *)arg |= b->reg != PF_REG_NONE && b->reg != PF_REG_REFUSED;
+}
+
+int pf_register_quiet(const void *p, size_t n) {
+    uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
+    if (!n || !pf_register_watching() || !pf_heap_meets(lo, hi))
+        return 1;
+    int loud = 0;
+    pf_heap_lock();
+    pf_reg_each_meeting(lo, hi, loud_one, &loud);
+    pf_heap_unlock();
+    return !loud;
+}
+
 int pf_register_guard_meeting(const void *p, size_t n) {
     uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
     if (!pf_heap_meets(lo, hi))
