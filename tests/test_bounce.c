@@ -21,6 +21,7 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define HOLD_US 400000 /* how long a "kernel" keeps its stream busy */
+#define DRIVER_SMALL (64 * KiB) /* the driver stages copies up to this in shared memory */
 
 static CUstream blocking, nonblocking;
 
@@ -155,6 +156,74 @@ static void test_after_burst_passes(void **s)
                  "were still bounced", records);
     CK(D.StreamSynchronize(nonblocking));
     expect_device(d, h, 64, "a small copy after the burst");
+    CK(D.MemFree(d));
+    free(h);
+}
+
+/* ---- copies over 64 KiB ---------------------------------------------------------- */
+/* The driver takes two pageable copies over 64 KiB behind longer work
+ * without waiting, and waits at the third (FAKE_STAGING_LARGE, as the H200:
+ * tests/fake/fake.h).  A burst of a dozen returns at once under pinfast,
+ * all but the first bounced (the area holds them), and after the kernel
+ * without it; every byte lands.  When such copies were counted by their
+ * bytes as the small ones are, the first eight passed and the third of
+ * them waited. */
+static void test_large_behind_kernel(void **s)
+{
+    (void)s;
+    CUstream streams[] = {blocking, nonblocking, NULL};
+    int whole = !getenv("PINFAST_BOUNCE");
+    enum { COPIES = 12 };
+    for (int k = 0; k < 3; k++) {
+        size_t n = t_rand_range(DRIVER_SMALL + 1, 256 * KiB), size = COPIES * n;
+        unsigned char *h = malloc(n), *want = malloc(size);
+        CUdeviceptr d;
+        CK(D.MemAlloc(&d, size));
+        t_fill(want, size, t_rand());
+        hold_stream(streams[k], HOLD_US);
+        double t0 = t_now();
+        for (size_t i = 0; i < COPIES; i++) {
+            memcpy(h, want + i * n, n);
+            CK(D.MemcpyHtoDAsync(d + i * n, h, n, streams[k]));
+            t_poison(h, n);
+        }
+        double took = t_now() - t0;
+        if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
+            fail_msg("stream %d: %d asynchronous H2D of %zu bytes waited %.3f s for the kernel before them", k,
+                     COPIES, n, took);
+        if (!t_pinfast() && took < HOLD_US * 0.75e-6)
+            fail_msg("stream %d: the fake returned from %d pageable asynchronous H2D of %zu bytes after %.3f s, "
+                     "not waiting at the third as the driver does", k, COPIES, n, took);
+        CK(D.StreamSynchronize(streams[k]));
+        expect_device(d, want, size, "copies over 64 KiB whose sources were overwritten after the call");
+        CK(D.MemFree(d));
+        free(h);
+        free(want);
+    }
+}
+
+/* Copies over 64 KiB on an idle stream, each waited for, pass to the
+ * driver with no mark: the stream's own answer says nothing is queued.
+ * Counted as the small ones, they recorded a mark every fourth copy;
+ * bounced, one each. */
+static void test_large_idle_passes(void **s)
+{
+    (void)s;
+    enum { COPIES = 200 };
+    size_t n = 128 * KiB;
+    unsigned char *h = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, n));
+    unsigned long records = fake_calls("cuEventRecord");
+    for (int i = 0; i < COPIES; i++) {
+        t_fill(h, n, (uint64_t)i);
+        CK(D.MemcpyHtoDAsync(d, h, n, nonblocking));
+        CK(D.StreamSynchronize(nonblocking));
+    }
+    records = fake_calls("cuEventRecord") - records;
+    if (t_pinfast() && records > 2)
+        fail_msg("%lu events recorded for %d copies of %zu bytes on an idle stream", records, COPIES, n);
+    expect_device(d, h, n, "the last copy over 64 KiB on an idle stream");
     CK(D.MemFree(d));
     free(h);
 }
@@ -483,6 +552,8 @@ int main(void)
         cmocka_unit_test(test_no_wait_behind_kernel),
         cmocka_unit_test(test_idle_stream_passes),
         cmocka_unit_test(test_after_burst_passes),
+        cmocka_unit_test(test_large_behind_kernel),
+        cmocka_unit_test(test_large_idle_passes),
         cmocka_unit_test(test_order_mixed),
         cmocka_unit_test(test_area_full),
         cmocka_unit_test(test_threads_one_stream),

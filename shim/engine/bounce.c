@@ -200,17 +200,21 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
 }
 
 /* ---- whether the driver would wait ---------------------------------------- */
-/* The driver stages a small pageable H2D itself and returns at once while
- * its own staging (~2 MiB) has room; past that, the call waits for the
- * stream (docs/results/2026-11-24-h100-bounce-and-copy-shapes, the bounce
- * line).  On a stream that keeps up, a bounce only costs more than that (a
- * copy, a DMA and an event).  So a thread's copies on one stream pass
- * through while at most 2 * PF_PASS_MARK_EVERY of them may still be queued
- * (engine.h counts them): a mark (an event) is recorded after every
- * PF_PASS_MARK_EVERY of them, and the next ones are bounced only while the
- * mark before is not over, asked again at each (a question costs far less
- * than a bounce, and a burst behind longer work must not leave the copies
- * after it bounced). */
+/* The driver stages a pageable H2D up to 64 KiB itself and returns at once
+ * while its own staging (2-3 MiB of such copies) has room; a larger one
+ * takes one of two places, and the third waits for the stream
+ * (tests/gpu/probes/probe_driver_staging.c, docs/design.md).  On a stream
+ * that keeps up, a bounce only costs more than that (a copy, a DMA and an
+ * event).  So a thread's small copies on one stream pass through while at
+ * most 2 * PF_PASS_MARK_EVERY of them may still be queued (engine.h counts
+ * them): a mark (an event) is recorded after every PF_PASS_MARK_EVERY of
+ * them, and the next ones are bounced only while the mark before is not
+ * over, asked again at each (a question costs far less than a bounce, and
+ * a burst behind longer work must not leave the copies after it bounced).
+ * A larger copy passes when its stream is idle, or when the mark recorded
+ * at the one before it is over: then only that one may hold a place (a
+ * kernel queued since is unseen, so nothing less than the stream's own
+ * answer will do, and those copies cost the driver ten times a question). */
 
 __thread struct pf_passing pf_passing_;
 
@@ -236,17 +240,23 @@ static void mark_drop(void *unused) {
 
 static void mark_key_create(void) { pthread_key_create(&mark_key, mark_drop); }
 
-/* Past the count: 1 when the mark is over, or there is none, and a new one
- * is recorded; 0 when not.  Nothing is asked during a capture. */
-static int ask(CUstream stream) {
+/* Past the count, or a copy over PF_PASS_SMALL (`large`): 1 when the mark
+ * is over, or there is none, and a new one is recorded, or when a large
+ * copy finds its stream idle (nothing queued: no mark needed); 0 when not.
+ * Nothing is asked during a capture. */
+static int ask(CUstream stream, int large) {
     CUstreamCaptureStatus cs;
     if (pf_capturing() || PF_CALL(cuStreamIsCapturing, stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1;
-    struct pf_context *c = pf_context_of(stream, 0);
-    if (!c)
-        return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
+    CUresult idle = large ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
+    struct pf_context *c = idle == CUDA_ERROR_NOT_READY ? pf_context_of(stream, 0) : NULL;
+    if (!c) { /* idle, an error the driver's call answers, or no context */
+        mine.marked = 0;
+        pf_capture_restore(mode);
+        return 1;
+    }
     if (mine.ev && (mine.c != c || mine.id != c->id))
         mark_drop(NULL);
     CUresult q = mine.marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
@@ -264,18 +274,20 @@ static int ask(CUstream stream) {
     return room;
 }
 
-int pf_engine_passing_ask(CUstream stream, size_t charge) {
+int pf_engine_passing_ask(CUstream stream, size_t n) {
     struct pf_passing *m = &pf_passing_;
     if (m->stream != stream) { /* another stream: nothing known of it */
         m->stream = stream;
         mine.marked = m->bouncing = 0;
         m->since = 0;
     }
-    if (!m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {
+    int large = n > PF_PASS_SMALL;
+    size_t charge = large ? 0 : n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
+    if (!large && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {
         m->since += charge;
         return 1;
     }
-    int room = ask(stream);
+    int room = ask(stream, large);
     m->bouncing = !room;
     m->since = charge;
     return room;

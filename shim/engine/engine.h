@@ -27,28 +27,32 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
 /* Whether the driver would take a small asynchronous pageable H2D of n
  * bytes on `stream` without waiting for the stream (bounce.c says how it
  * is told): 1, and it passes through; 0 where its own staging may be full
- * (a burst behind longer work), and it is bounced.  Inline: on a stream
- * that keeps up, no driver call but once every PF_PASS_MARK_EVERY bytes of
- * this thread's copies, each counted as at least PF_PASS_CHARGE_MIN (a
- * copy costs the driver's staging more than its bytes; docs/design.md,
- * "The bounce area", says why not more). */
+ * (a burst behind longer work), and it is bounced.  Inline for copies up
+ * to PF_PASS_SMALL: on a stream that keeps up, no driver call but once
+ * every PF_PASS_MARK_EVERY bytes of this thread's copies, each counted as
+ * at least PF_PASS_CHARGE_MIN (a copy costs the driver's staging more than
+ * its bytes; docs/design.md, "The bounce area", says why not more).  A
+ * larger copy takes one of the driver's two places for such copies, and
+ * is asked about each time. */
 #define PF_PASS_MARK_EVERY ((size_t)512 << 10)
 #define PF_PASS_CHARGE_MIN ((size_t)256)
+#define PF_PASS_SMALL ((size_t)64 << 10)
 struct pf_passing {
     CUstream stream;
     size_t since; /* counted since the last mark, or since it was last asked */
     int bouncing; /* the mark was not over when last asked */
 };
 extern __thread struct pf_passing pf_passing_;
-int pf_engine_passing_ask(CUstream stream, size_t charge);
+int pf_engine_passing_ask(CUstream stream, size_t n);
 static inline int pf_engine_driver_has_room(CUstream stream, size_t n) {
     struct pf_passing *m = &pf_passing_;
     size_t charge = n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
-    if (__builtin_expect(m->stream == stream && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY, 1)) {
+    if (__builtin_expect(
+            n <= PF_PASS_SMALL && m->stream == stream && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY, 1)) {
         m->since += charge;
         return 1;
     }
-    return pf_engine_passing_ask(stream, charge);
+    return pf_engine_passing_ask(stream, n);
 }
 
 void pf_engine_stats(struct pf_engine_stats *out);

@@ -97,6 +97,7 @@ struct fake_op {
     void *owned;              /* freed after the op ran (snapshots, OP_FREE) */
     struct fake_event *ev;    /* OP_EVENT */
     size_t staged;            /* a pageable async H2D's bytes in the driver's staging */
+    int staged_large;         /* ... and it is one of FAKE_STAGING_LARGE */
     struct fake_dep *deps;    /* waited for before the op runs */
     size_t ndeps;
     uint64_t seq;
@@ -123,6 +124,7 @@ struct fake_stream {
     int capture_invalid;           /* CU_STREAM_CAPTURE_STATUS_INVALIDATED */
     unsigned long copies;          /* copy ops queued or captured (fakecuda_stream_copies) */
     size_t staged;                 /* bytes of its queued ops' `staged` */
+    int staged_large;              /* its queued ops' `staged_large` */
     struct fake_stream *next;      /* global list of live streams, then of dead ones */
 };
 #define FAKE_STREAM_MAGIC 0x5757A3A3u
@@ -140,12 +142,19 @@ void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
 void fake_stream_wait(struct fake_stream *s, uint64_t seq);
 /* A pageable asynchronous H2D of `bytes` about to be queued as op: the real
  * driver copies it into its own pinned staging memory and returns at once
- * while that lasts (FAKE_STAGING bytes of such copies not yet run on the
- * stream); beyond, it first waits for everything queued on the stream.  On
- * the H100 (driver 580, tests/gpu/probes/bounce_line.c): one copy of 2 MiB
- * or 256 of 4 KiB behind 5 ms of work returned at once; one of 4 MiB, or
- * 256 of 16 KiB, waited for the work. */
+ * while that lasts; beyond, it first waits for everything queued on the
+ * stream.  Copies up to FAKE_STAGING_SMALL share FAKE_STAGING bytes of
+ * staging not yet run on the stream; a larger one takes one of
+ * FAKE_STAGING_LARGE places, and one over FAKE_STAGING always waits.
+ * Behind 5 ms of work, on the H100 (driver 580, tests/gpu/probes/bounce_line.c):
+ * one copy of 2 MiB or 256 of 4 KiB returned at once, one of 4 MiB or 256
+ * of 16 KiB waited; on the H200 (driver 580,
+ * tests/gpu/probes/probe_driver_staging.c): 48 of 64 KiB returned at once,
+ * 64 waited; of 96 KiB to 512 KiB, two returned at once and the third
+ * waited. */
 #define FAKE_STAGING (2u << 20)
+#define FAKE_STAGING_SMALL (64u << 10)
+#define FAKE_STAGING_LARGE 2
 void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes);
 int fake_stream_capturing(struct fake_stream *s);
 /* Capture modes: the check made by every call that the real driver deems

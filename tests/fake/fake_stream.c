@@ -198,6 +198,7 @@ static void *worker(void *arg)
         }
         s->completed = op->seq;
         s->staged -= op->staged;
+        s->staged_large -= op->staged_large;
         pthread_cond_broadcast(&fake_cv);
         fake_op_free(op);
     }
@@ -437,10 +438,16 @@ void fake_stream_wait(struct fake_stream *s, uint64_t seq)
 void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes)
 {
     pthread_mutex_lock(&fake_lock);
-    if (s->staged + bytes > FAKE_STAGING)
+    int large = bytes > FAKE_STAGING_SMALL;
+    if (bytes > FAKE_STAGING || (large ? s->staged_large >= FAKE_STAGING_LARGE : s->staged + bytes > FAKE_STAGING))
         stream_wait_seq_locked(s, s->enqueued, 0);
-    op->staged = bytes;
-    s->staged += bytes;
+    if (large) {
+        op->staged_large = 1;
+        s->staged_large++;
+    } else {
+        op->staged = bytes;
+        s->staged += bytes;
+    }
     pthread_mutex_unlock(&fake_lock);
 }
 

@@ -1,0 +1,58 @@
+/* probe_driver_staging.c - how many asynchronous pageable H2D copies of one
+ * size the driver takes without waiting while its stream is busy: for each
+ * size and burst length, ~BUSY_MS of memsets are queued, then the burst's
+ * copies (from malloc'd memory, each from its own offset), and the time
+ * until the last returns is taken.  Well under BUSY_MS: the driver staged
+ * them all; about BUSY_MS or more: one of them waited for the stream.
+ * Run it plain (it measures the driver).  One JSON line per size and
+ * burst: the median return time in ms over REPS.
+ *   probe_driver_staging */
+#include <cuda.h>
+#include "../probe.h"
+
+#define REPS 7
+#define BUSY_MS 5.0
+
+int main(void) {
+    static const size_t sizes[] = {16 << 10, 64 << 10, 96 << 10, 128 << 10, 256 << 10, 512 << 10};
+    static const int bursts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    const size_t most = (size_t)64 << 20, busy_bytes = (size_t)1 << 30;
+    probe_context();
+    CUstream st;
+    CUevent b0, b1;
+    CUdeviceptr d, busy;
+    CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&b0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&b1, CU_EVENT_DEFAULT));
+    CK(cuMemAlloc(&d, most));
+    CK(cuMemAlloc(&busy, busy_bytes));
+    unsigned char *h = malloc(most);
+    for (size_t i = 0; i < most; i++)
+        h[i] = (unsigned char)(i * 131 + 7);
+    CK(cuEventRecord(b0, st));
+    CK(cuMemsetD32Async(busy, 1, busy_bytes / 4, st));
+    CK(cuEventRecord(b1, st));
+    CK(cuStreamSynchronize(st));
+    float one_ms;
+    CK(cuEventElapsedTime(&one_ms, b0, b1));
+    int memsets = (int)(BUSY_MS / (one_ms > 0.01f ? one_ms : 0.01f)) + 1;
+    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (unsigned k = 0; k < sizeof bursts / sizeof bursts[0]; k++) {
+            size_t n = sizes[s];
+            double v[REPS];
+            for (int r = 0; r < REPS; r++) {
+                for (int m = 0; m < memsets; m++)
+                    CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
+                double t0 = probe_now();
+                for (int i = 0; i < bursts[k]; i++)
+                    CK(cuMemcpyHtoDAsync(d + (size_t)i * n, h + (size_t)i * n, n, st));
+                v[r] = (probe_now() - t0) * 1e3;
+                CK(cuStreamSynchronize(st));
+            }
+            printf("{\"probe\":\"driver_staging\",\"bytes\":%zu,\"burst\":%d,\"burst_kib\":%zu,\"busy_ms\":%.1f,"
+                   "\"return_ms\":%.3f}\n",
+                   n, bursts[k], n * (size_t)bursts[k] >> 10, memsets * one_ms, probe_median(v, REPS));
+            fflush(stdout);
+        }
+    return 0;
+}
