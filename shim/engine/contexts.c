@@ -1,7 +1,7 @@
-/* The staging slots of each CUDA context: one pinned block per context,
- * cut into slots with an event each, made on the context's first staged
- * copy and forgotten when it is destroyed; slots handed out in turn.  The
- * record also holds the context's bounce area (bounce.c). */
+/* The staging slots of each CUDA context: pinned SEGMENT_SLOTS at a time
+ * as its staged copies need more, up to PINFAST_STAGING, each with an
+ * event, forgotten when the context is destroyed; slots handed out in
+ * turn.  The record also holds the context's bounce area (bounce.c). */
 #include "staging.h"
 #include "../base/message.h"
 #include "../base/options.h"
@@ -34,46 +34,70 @@ void pf_context_leave(int pushed) {
         PF_CALL(cuCtxPopCurrent_v2, &cur);
 }
 
-/* Builds the slots of record c, on the context's first staged copy (a
- * context that only bounces gets none).  A context that could get none
- * keeps its record, with no slot, so that its copies pass through without
- * asking again.  Called with contexts_lock held. */
+/* Sets the slot size and cap of record c, on the context's first staged
+ * copy (a context that only bounces gets none); no slot is pinned yet.
+ * Called with contexts_lock held. */
 static void create(struct pf_context *c) {
     const struct pf_options *o = pf_options();
     size_t size = o->chunk < o->staging ? o->chunk : o->staging;
     size_t n = size ? o->staging / size : 0;
-    if (n > MAX_SLOTS)
-        n = MAX_SLOTS;
     c->slot_size = size;
-    int pushed = pf_context_enter(c->handle);
-    void *block = NULL;
-    /* portable: any context may copy from it; halve until the driver agrees */
-    while (n && PF_CALL(cuMemHostAlloc, &block, n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
-        n /= 2;
-    int k = 0;
-    for (; k < (int)n; k++) {
-        c->slots[k].mem = (char *)block + (size_t)k * size;
-        if (PF_CALL(cuEventCreate, &c->slots[k].ev, PF_WAIT_EVENT) != CUDA_SUCCESS)
-            break;
-    }
-    if (!k && block)
-        PF_CALL(cuMemFreeHost, block);
-    pf_context_leave(pushed);
-    if (!k) {
-        if (o->staging)
-            pf_msg_once(warned_pinned, PF_WARNING,
-                        "context %llu: could not pin %zu bytes of staging memory; its pageable copies pass through",
-                        c->id, size);
-    } else {
-        pf_hostmap_add(block, n * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
-        __atomic_fetch_add(&pinned_bytes, n * size, __ATOMIC_RELAXED);
-        c->nslots = k;
-        c->block = block;
-        pf_msg(PF_INFO, "context %llu: %d staging slots of %zu KiB", c->id, k, size >> 10);
-    }
+    c->cap = n > MAX_SLOTS ? MAX_SLOTS : (int)n;
+    c->full = !c->cap;
     __atomic_store_n(&c->slotted, 1, __ATOMIC_RELEASE);
     __atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&made, 1, __ATOMIC_RELAXED);
+}
+
+int pf_slots_grow(struct pf_context *c) {
+    if (__atomic_load_n(&c->full, __ATOMIC_ACQUIRE))
+        return 0;
+    /* a copy with no slot at all waits for the one pinning: it would
+     * otherwise pass through */
+    if (__atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) ? pthread_mutex_trylock(&c->growing)
+                                                      : pthread_mutex_lock(&c->growing))
+        return 0;
+    int have = c->nslots, k = 0;
+    if (c->full) {
+        pthread_mutex_unlock(&c->growing);
+        return 0;
+    }
+    int n = c->cap - have < SEGMENT_SLOTS ? c->cap - have : SEGMENT_SLOTS;
+    size_t size = c->slot_size;
+    CUevent ev[SEGMENT_SLOTS];
+    int pushed = pf_context_enter(c->handle);
+    char *mem = NULL;
+    int asked = n;
+    /* portable: any context may copy from it; halved until the driver agrees */
+    while (n && PF_CALL(cuMemHostAlloc, (void **)&mem, (size_t)n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+        n /= 2;
+    while (mem && k < n && PF_CALL(cuEventCreate, &ev[k], PF_WAIT_EVENT) == CUDA_SUCCESS)
+        k++;
+    if (mem && !k) {
+        PF_CALL(cuMemFreeHost, mem);
+        mem = NULL;
+    }
+    pf_context_leave(pushed);
+    if (mem) {
+        pf_hostmap_add(mem, (size_t)k * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
+        __atomic_fetch_add(&pinned_bytes, (size_t)n * size, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&c->lock);
+        for (int i = 0; i < k; i++)
+            c->slots[have + i] = (struct pf_slot){.mem = mem + (size_t)i * size, .ev = ev[i]};
+        c->turn = have; /* new slots first: no core holds their lines (pf_slot_take) */
+        c->nsegs++;
+        __atomic_store_n(&c->nslots, have + k, __ATOMIC_RELEASE);
+        pthread_mutex_unlock(&c->lock);
+        pf_msg(PF_DEBUG, "context %llu: %d staging slots of %zu KiB pinned, %d in all", c->id, k, size >> 10, have + k);
+    } else if (!have) {
+        pf_msg_once(warned_pinned, PF_WARNING,
+                    "context %llu: could not pin %zu bytes of staging memory; its pageable copies pass through", c->id,
+                    size);
+    }
+    /* a refusal is not asked again; nor, once the cap is reached */
+    __atomic_store_n(&c->full, !mem || k < asked || have + k >= c->cap, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&c->growing);
+    return k;
 }
 
 static struct pf_context *find(unsigned long long id) {
@@ -112,6 +136,7 @@ struct pf_context *pf_context_of(CUstream stream, int slots) {
             struct pf_context init = {.handle = ctx};
             memcpy((char *)c + sizeof c->id, (char *)&init + sizeof c->id, sizeof *c - sizeof c->id);
             pthread_mutex_init(&c->lock, NULL);
+            pthread_mutex_init(&c->growing, NULL);
             /* its bounce area, zeroed above: none yet, made by bounce.c on
              * the context's first bounce (a reused record's went with its
              * context) */
@@ -137,8 +162,8 @@ void pf_engine_context_gone(CUcontext ctx) {
             continue;
         /* the driver freed the slots, the bounce area and their events
          * with the context; the record is made afresh when reused */
-        if (c->block)
-            pf_hostmap_remove(c->block, &(struct pf_range){0});
+        for (int k = 0; k < c->nsegs; k++)
+            pf_hostmap_remove(c->slots[k * SEGMENT_SLOTS].mem, &(struct pf_range){0});
         __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
         if (c->slotted)
             __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
@@ -197,8 +222,8 @@ struct pf_slot *pf_slot_take(struct pf_context *c, uintptr_t who) {
 
 /* Takes up to `want` slots, none if none is free: the copy then passes
  * through rather than wait for other copies, whose streams may wait for
- * this caller.  A copy holds at most half the slots, so copies in the other
- * direction proceed. */
+ * this caller.  A copy holds at most half the slots the context may have
+ * (engine.c), so copies in the other direction proceed. */
 int pf_slots_acquire(struct pf_context *c, struct pf_chunk *h, int want, uintptr_t who) {
     int n = 0;
     struct pf_slot *s;

@@ -181,11 +181,11 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
     int stamps = debug || tl;
     struct staging_run r = {.t0 = t0, .classified = mark[0], .confirmed = mark[1], .context = pf_stamp(stamps)};
     struct pf_context *c = pf_context_of(x->stream, 1);
-    /* a copy holds at most half the slots (acquire) */
-    int most = c && c->nslots > 1 ? c->nslots / 2 : 1;
+    /* a copy holds at most half the slots the context may have (acquire) */
+    int most = c && c->cap > 1 ? c->cap / 2 : 1;
     struct pf_chunk *h;
     /* a row wider than a slot passes through */
-    if (!c || !c->nslots || (x->shape && x->shape->width > c->slot_size) || !(h = pf_chunks_array(most)))
+    if (!c || !c->cap || (x->shape && x->shape->width > c->slot_size) || !(h = pf_chunks_array(most)))
         return 0;
     r.chunks = pf_stamp(stamps);
     r.workers = pf_workers_start(pf_contexts_live());
@@ -196,7 +196,14 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
     int want = slots_wanted(&r.plan, r.rest.bytes, most);
     r.planned = r.synced = r.woken = pf_stamp(stamps);
     if (r.rest.bytes && *result == CUDA_SUCCESS) {
-        r.held = pf_slots_acquire(c, h, want, pf_fence_owner(x->stream));
+        uintptr_t who = pf_fence_owner(x->stream);
+        /* more slots are pinned, once a copy, while the context has fewer
+         * than it wants and as many again for the other direction, or
+         * when too few are free */
+        int grown = __atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) < 2 * want && pf_slots_grow(c);
+        r.held = pf_slots_acquire(c, h, want, who);
+        if (r.held < want && !grown && pf_slots_grow(c))
+            r.held += pf_slots_acquire(c, h + r.held, want - r.held, who);
         if (!r.held && !r.landed) /* no slot free: nothing done yet */
             return 0;
         if (!r.held) /* the landings' rest, as the plain driver would copy it */

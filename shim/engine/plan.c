@@ -193,6 +193,34 @@ static int tasks_done(const struct pf_chunk *h) {
     return 1;
 }
 
+/* The DMA of the oldest fenced chunk is over: a D2H chunk is copied out,
+ * an H2D chunk's line gets the time. */
+static void dma_over(struct pf_plan *p, struct pf_chunk *c) {
+    c->landed_ns = pf_stamp(p->debug);
+    if (c->phase == DMA)
+        split(p, c);
+    else if (c->logged)
+        p->log[c->logged - 1].landed = c->landed_ns;
+}
+
+/* Nothing moved: lets the DMA run a little before the driver is asked
+ * again, so the caller does not hammer its locks; when only the DMA can
+ * move, waits for the oldest one and takes it off the fifo at once (its
+ * slot may be taken again before the run loop next asks). */
+static CUresult stalled(struct pf_plan *p, struct pf_chunk *h, int nh, const int *fifo, int *first, int *count) {
+    if (!*count || copying(h, nh)) {
+        pause();
+        return CUDA_SUCCESS;
+    }
+    CUresult err = await(h[fifo[*first]].s, p->chunk);
+    if (!err) {
+        dma_over(p, &h[fifo[*first]]);
+        *first = (*first + 1) % nh;
+        (*count)--;
+    }
+    return err;
+}
+
 /* More chunks to take, and no slot free to take them. */
 static int needs_slot(const struct pf_plan *p, const struct pf_chunk *h, int nh) {
     if (p->next >= p->x->bytes)
@@ -241,15 +269,10 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
             CUresult q = unfence(c->s);
             if (q == CUDA_ERROR_NOT_READY)
                 break;
-            if (q) {
+            if (q)
                 err = q;
-            } else {
-                c->landed_ns = pf_stamp(p->debug);
-                if (c->phase == DMA)
-                    split(p, c);
-                else if (c->logged)
-                    p->log[c->logged - 1].landed = c->landed_ns;
-            }
+            else
+                dma_over(p, c);
             first = (first + 1) % nh;
             count--;
             progress = 1;
@@ -278,15 +301,8 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
                 progress = 1;
             }
         }
-        /* nothing moved: let the DMA run a little before asking the
-         * driver again, so the caller does not hammer its locks; when
-         * only the DMA can move, wait for the oldest one */
-        if (!progress && !pf_task_help(help_max)) {
-            if (count && !copying(h, nh))
-                err = await(h[fifo[first]].s, p->chunk);
-            else
-                pause();
-        }
+        if (!progress && !pf_task_help(help_max))
+            err = stalled(p, h, nh, fifo, &first, &count);
     }
     if (!err && h2d && !p->x->async && count) { /* they complete in order */
         err = await(h[fifo[(first + count - 1) % nh]].s, count * p->chunk);

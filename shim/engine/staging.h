@@ -14,6 +14,10 @@
 
 #define MAX_CONTEXTS 64
 #define MAX_SLOTS 256
+/* Slots are pinned this many at a time, as copies need them: 8 MiB at the
+ * default chunk, ~2 ms, where all of PINFAST_STAGING at once held a
+ * context's first copy 77 ms (docs/design.md, "Staging slots") */
+#define SEGMENT_SLOTS 4
 #define MIN_TASK (32u << 10) /* smaller host copies cost more to hand out than to do */
 #define SPLIT 8              /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)
@@ -72,12 +76,15 @@ struct pf_context {
     unsigned long long id;
     CUcontext handle;
     pthread_mutex_t lock;
-    int nslots;
+    int nslots;  /* made so far: raised under the lock, read atomically */
     int turn;    /* where the search for a free slot starts */
     int landing; /* slots held by asynchronous D2H chunks */
     size_t slot_size;
-    void *block; /* the slots' pinned memory */
-    int slotted; /* the slots were made (or could not be) */
+    int cap;                 /* slots PINFAST_STAGING allows (0: no staging) */
+    int slotted;             /* slot_size and cap are set */
+    int full;                /* no more to make: cap reached, or the driver refused */
+    pthread_mutex_t growing; /* held by the copy pinning more */
+    int nsegs;               /* pinned blocks, SEGMENT_SLOTS slots each (the last may have fewer) */
     struct pf_slot slots[MAX_SLOTS];
     struct pf_bounce bounce;
     CUevent spare[SPARE_EVENTS]; /* events of waits, kept for the next (lock held) */
@@ -124,9 +131,13 @@ struct pf_plan {
 static inline uint64_t pf_stamp(int debug) { return debug ? pf_now_ns() : 0; }
 
 /* contexts.c: the record of the context a copy on `stream` runs in, made
- * on first use, its slots too when `slots` asks; NULL when there is none to
- * be had. */
+ * on first use, its slot size and cap set when `slots` asks; NULL when
+ * there is none to be had. */
 struct pf_context *pf_context_of(CUstream stream, int slots);
+/* Pins SEGMENT_SLOTS more slots for c, unless it has all it may or another
+ * copy is pinning some (then waits for it only while c has none): whether
+ * any were added. */
+int pf_slots_grow(struct pf_context *c);
 /* Makes ctx current if it is not (returns whether it was pushed), and back. */
 int pf_context_enter(CUcontext ctx);
 void pf_context_leave(int pushed);
