@@ -197,12 +197,12 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
     r.planned = r.synced = r.woken = pf_stamp(stamps);
     if (r.rest.bytes && *result == CUDA_SUCCESS) {
         uintptr_t who = pf_fence_owner(x->stream);
-        /* more slots are pinned, once a copy, while the context has fewer
-         * than it wants and as many again for the other direction, or
-         * when too few are free */
-        int grown = __atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) < 2 * want && pf_slots_grow(c);
+        /* a copy that finds fewer than a segment's slots free (or than it
+         * wants) has more pinned: SEGMENT_SLOTS keep one copy at full speed,
+         * and each copy at once gets its own */
+        int enough = want < SEGMENT_SLOTS ? want : SEGMENT_SLOTS;
         r.held = pf_slots_acquire(c, h, want, who);
-        if (r.held < want && !grown && pf_slots_grow(c))
+        if (r.held < enough && pf_slots_grow(c))
             r.held += pf_slots_acquire(c, h + r.held, want - r.held, who);
         if (!r.held && !r.landed) /* no slot free: nothing done yet */
             return 0;
