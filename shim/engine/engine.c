@@ -247,6 +247,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
         done = PF_PATH_STAGED;
     else if (held < 0 && pf_registered_copy(x, 1, result) > 0)
         done = PF_PATH_REGISTERED;
+    pf_register_after_copy();
     if (done == PF_PATH_STAGED)
         __atomic_fetch_add(&caller_ns, pf_thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
     if (done == PF_PATH_STAGED && chrome)

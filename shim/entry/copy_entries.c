@@ -9,6 +9,7 @@
 #include "../engine/shape.h"
 #include "../memory/pending_writes.h"
 #include "../memory/register.h"
+#include "../memory/register_guard.h"
 
 #include <stdint.h>
 

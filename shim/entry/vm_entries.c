@@ -11,6 +11,7 @@
 #include "../base/libc.h"
 #include "../memory/heap.h"
 #include "../memory/register.h"
+#include "../memory/register_guard.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -121,6 +121,8 @@ static void start_registrar(void) {
     pf_heap_unlock();
 }
 
+__thread struct pf_register_due pf_register_due_;
+
 static int hold(struct pf_block *b, size_t n, struct pf_hold *h) {
     b->refs++;
     h->n = 1;
@@ -138,7 +140,7 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
     CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
     if (sight && PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
         ctx = NULL;
-    int start = 0, k = 0;
+    int k = 0;
     pf_heap_lock();
     struct pf_block *b = pf_reg_block_of(host, n);
     if (b && pf_reg_covers(b, host, n)) {
@@ -147,9 +149,24 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
                      (b->reg == PF_REG_STALE && !pf_reg_in_hand(b, (uintptr_t)host, (uintptr_t)host + n)))) {
         *busy = 1; /* (register.h) */
     } else if (b && b->reg == PF_REG_NONE && sight && ++b->sightings >= (unsigned)o->reg_after && ctx) {
-        b->ctx = ctx;
-        pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
+        /* this copy is staged, and the block handed to the registrar once
+         * it is over (pf_register_after_copy) */
+        pf_register_due_ = (struct pf_register_due){host, n, ctx};
         *busy = 1;
+    }
+    pf_heap_unlock();
+    return k;
+}
+
+void pf_register_hand_over(void) {
+    struct pf_register_due d = pf_register_due_;
+    pf_register_due_.host = NULL;
+    int start = 0;
+    pf_heap_lock();
+    struct pf_block *b = pf_reg_block_of(d.host, d.n);
+    if (b && b->reg == PF_REG_NONE) { /* not changed or handed over meanwhile */
+        b->ctx = d.ctx;
+        pf_reg_set(b, PF_REG_DUE);
         start = registrar_state == NONE;
         registrar_state = start ? STARTING : registrar_state;
         pthread_cond_signal(&work);
@@ -157,7 +174,6 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
     pf_heap_unlock();
     if (start)
         start_registrar();
-    return k;
 }
 
 int pf_register_await(const void *host, size_t n, struct pf_hold *h) {
@@ -189,80 +205,6 @@ void pf_register_done(struct pf_hold *h, size_t bytes) {
     for (int i = 0; i < h->n; i++)
         if (!--h->piece[i].g->refs)
             pf_reg_released();
-    pf_heap_unlock();
-}
-
-static void guard_one(struct pf_block *b, void *arg) {
-    if (b->reg == PF_REG_DUE)
-        pf_reg_set(b, PF_REG_NONE);
-    *(int *)arg |= b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING;
-}
-
-static int stale(const struct pf_block *b) { return b->reg == PF_REG_STALE; }
-
-/* A retired registration over the range: the driver would move its old
- * pages, where without pinfast it would stage the new ones (within one of
- * the program's own registrations it would move the old ones too) (lock
- * held). */
-static struct pf_block *stale_meeting(uintptr_t lo, uintptr_t hi) {
-    size_t n;
-    struct pf_block *all = pf_heap_blocks(&n);
-    for (size_t i = 0; i < n; i++)
-        if (all[i].reg == PF_REG_STALE && all[i].base < hi && lo < all[i].base + all[i].reg_len &&
-            !pf_reg_in_hand(&all[i], lo, hi))
-            return &all[i];
-    return NULL;
-}
-
-static void loud_one(struct pf_block *b, void *arg) {
-    *(int *)arg |= b->reg != PF_REG_NONE && b->reg != PF_REG_REFUSED;
-}
-
-int pf_register_quiet(const void *p, size_t n) {
-    uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-    if (!n || !pf_register_watching() || !pf_heap_meets(lo, hi))
-        return 1;
-    int loud = 0;
-    pf_heap_lock();
-    pf_reg_each_meeting(lo, hi, loud_one, &loud);
-    pf_heap_unlock();
-    return !loud;
-}
-
-int pf_register_guard_meeting(const void *p, size_t n) {
-    uintptr_t lo = (uintptr_t)p, hi = n > UINTPTR_MAX - lo ? UINTPTR_MAX : lo + n;
-    if (!pf_heap_meets(lo, hi))
-        return 0;
-    int touched = 0;
-    pf_heap_lock();
-    pf_reg_each_meeting(lo, hi, guard_one, &touched);
-    pf_reg_.stats.guarded += touched;
-    /* the one device wait pinfast adds of its own: a copy the driver makes
-     * over memory the program changed under a registration that pinfast
-     * could not stage (a 2D/3D or batch copy, one during a capture, right
-     * after munmap, madvise or mprotect of a block) */
-    for (struct pf_block *b; (b = stale_meeting(lo, hi));)
-        pf_reg_undo(b, stale);
-    pf_heap_unlock();
-    return touched;
-}
-
-static void retire(struct pf_block *b, void *arg) {
-    (void)arg;
-    b->sightings = 0;
-    if (b->reg == PF_REG_DUE) {
-        pf_reg_set(b, PF_REG_NONE);
-    } else if (b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING) {
-        pf_reg_.stats.retired++;
-        pf_reg_set(b, PF_REG_STALE);
-    }
-}
-
-void pf_register_changed(uintptr_t lo, uintptr_t hi) {
-    if (!pf_heap_meets(lo, hi))
-        return;
-    pf_heap_lock();
-    pf_reg_each_meeting(lo, hi, retire, NULL);
     pf_heap_unlock();
 }
 

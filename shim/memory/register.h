@@ -38,8 +38,24 @@ struct pf_hold {
  * for pinned any moment), or retired (passed to the driver, the copy would
  * need it undone first, a wait for the whole device).  From
  * PINFAST_REGISTER_MIN on, counts the sighting of the block, and at its
- * PINFAST_REGISTER_AFTER-th hands it to the registrar. */
+ * PINFAST_REGISTER_AFTER-th hands it to the registrar once the copy is
+ * over (pf_register_after_copy). */
 int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h);
+/* The copy that made a block due (pf_register_use) is over: the block goes
+ * to the registrar now.  Registering holds the driver for milliseconds
+ * (32 MB: ~2 ms on the H200), and the copy's own DMAs, issued meanwhile,
+ * waited for it; after the copy, it overlaps what the program does next. */
+struct pf_register_due {
+    const void *host;
+    size_t n;
+    CUcontext ctx;
+};
+extern __thread struct pf_register_due pf_register_due_;
+void pf_register_hand_over(void);
+static inline void pf_register_after_copy(void) {
+    if (pf_register_due_.host)
+        pf_register_hand_over();
+}
 /* As pf_register_use, for a copy that can be neither staged nor passed
  * through while a registration over it is due or being made: waits for
  * it, making it itself if the registrar has not begun; counts nothing. */
@@ -55,24 +71,6 @@ static inline int pf_register_near(const void *p, size_t n) {
     (void)n;
     return pf_register_watching() && pf_heap_owns(p);
 }
-
-/* 1 when no registration of pinfast's (due, being made, live or retired)
- * meets [p, p+n): passed to the driver, a copy of it needs nothing of the
- * cache (pf_register_guard would answer 0 and change nothing). */
-int pf_register_quiet(const void *p, size_t n);
-/* A copy of [p, p+n) goes to the driver as it is: 1 when a registration of
- * pinfast's holds some of it (the driver takes that for pinned memory: an
- * asynchronous copy must then be waited for, as the pageable one would
- * be); one due is cancelled. */
-int pf_register_guard_meeting(const void *p, size_t n);
-static inline int pf_register_guard(const void *p, size_t n) {
-    return n && pf_register_watching() && pf_register_guard_meeting(p, n);
-}
-
-/* The program changes the memory of [lo, hi) (munmap, madvise, mprotect,
- * mremap, a fixed mmap): registrations over it are retired, no copy uses
- * them again; undone at the next settle. */
-void pf_register_changed(uintptr_t lo, uintptr_t hi);
 
 /* The program's own registrations (register_program.c): answered as the
  * driver would answer them without pinfast. */
