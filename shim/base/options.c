@@ -55,7 +55,7 @@ static const struct option table[] = {
     {"PINFAST_MIN_SIZE", K_SIZE, F(min_size), "512K", 0, 1LL << 40, NULL,
      "pageable copies smaller than this pass through to the driver"},
     {"PINFAST_STAGING", K_SIZE, F(staging), "128M", 0, 16 * GiB, NULL,
-     "pinned staging memory per CUDA context; 0 disables staging"},
+     "the most pinned staging memory per CUDA context, pinned as copies need it; 0 disables staging"},
     {"PINFAST_BOUNCE", K_SIZE, F(bounce), "16M", 0, 1 * GiB, NULL,
      "pinned bounce area per CUDA context for asynchronous pageable H2D under PINFAST_MIN_SIZE; 0: none"},
     {"PINFAST_ASYNC_D2H", K_BOOL, F(async_d2h), "0", 0, 1, NULL,
