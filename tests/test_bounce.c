@@ -45,6 +45,40 @@ static void expect_device(CUdeviceptr d, const unsigned char *want, size_t n, co
 }
 
 /* ---- no wait --------------------------------------------------------------------- */
+/* `copies` asynchronous H2D of n bytes on stream k (st), queued
+ * behind a long kernel, each source overwritten right after its call:
+ * under pinfast with the default area they return before the kernel ends,
+ * plain only after it (`plain_why` says why the fake must wait); every
+ * byte lands. */
+static void burst_behind_kernel(int k, CUstream st, size_t n, size_t copies, const char *plain_why, const char *what)
+{
+    int whole = !getenv("PINFAST_BOUNCE"); /* bounce.small's area does not hold a burst */
+    size_t size = copies * n;
+    unsigned char *h = malloc(n), *want = malloc(size);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, size));
+    t_fill(want, size, t_rand());
+    hold_stream(st, HOLD_US);
+    double t0 = t_now();
+    for (size_t i = 0; i < copies; i++) {
+        memcpy(h, want + i * n, n);
+        CK(D.MemcpyHtoDAsync(d + i * n, h, n, st));
+        t_poison(h, n);
+    }
+    double took = t_now() - t0;
+    if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
+        fail_msg("stream %d: %zu asynchronous H2D of %zu bytes waited %.3f s for the kernel before them", k, copies,
+                 n, took);
+    if (!t_pinfast() && took < HOLD_US * 0.75e-6)
+        fail_msg("stream %d: the fake returned from %zu pageable asynchronous H2D of %zu bytes after %.3f s, %s", k,
+                 copies, n, took, plain_why);
+    CK(D.StreamSynchronize(st));
+    expect_device(d, want, size, what);
+    CK(D.MemFree(d));
+    free(h);
+    free(want);
+}
+
 /* A burst of small copies behind a long kernel, more than the driver stages
  * without waiting (FAKE_STAGING, as the real one: tests/fake/fake.h), returns
  * at once under pinfast (all of it fits the default area) and after the
@@ -54,33 +88,11 @@ static void test_no_wait_behind_kernel(void **s)
 {
     (void)s;
     CUstream streams[] = {blocking, nonblocking, NULL};
-    /* the default area holds the burst; bounce.small's does not */
-    int whole = !getenv("PINFAST_BOUNCE");
     for (int k = 0; k < 3; k++) {
-        size_t n = t_rand_range(8 * KiB, 16 * KiB), copies = (3 * MiB) / n, size = copies * n;
-        unsigned char *h = malloc(n), *want = malloc(size);
-        CUdeviceptr d;
-        CK(D.MemAlloc(&d, size));
-        t_fill(want, size, t_rand());
-        hold_stream(streams[k], HOLD_US);
-        double t0 = t_now();
-        for (size_t i = 0; i < copies; i++) {
-            memcpy(h, want + i * n, n);
-            CK(D.MemcpyHtoDAsync(d + i * n, h, n, streams[k]));
-            t_poison(h, n);
-        }
-        double took = t_now() - t0;
-        if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
-            fail_msg("stream %d: %zu asynchronous H2D of %zu bytes waited %.3f s for the kernel before them",
-                     k, copies, n, took);
-        if (!t_pinfast() && took < HOLD_US * 0.75e-6)
-            fail_msg("stream %d: the fake returned from %zu pageable asynchronous H2D of %zu bytes after "
-                     "%.3f s, not waiting for the stream as the driver does past its staging", k, copies, n, took);
-        CK(D.StreamSynchronize(streams[k]));
-        expect_device(d, want, size, "bounced copies whose sources were overwritten after the call");
-        CK(D.MemFree(d));
-        free(h);
-        free(want);
+        size_t n = t_rand_range(8 * KiB, 16 * KiB);
+        burst_behind_kernel(k, streams[k], n, (3 * MiB) / n,
+                            "not waiting for the stream as the driver does past its staging",
+                            "bounced copies whose sources were overwritten after the call");
     }
 }
 
@@ -172,34 +184,10 @@ static void test_large_behind_kernel(void **s)
 {
     (void)s;
     CUstream streams[] = {blocking, nonblocking, NULL};
-    int whole = !getenv("PINFAST_BOUNCE");
-    enum { COPIES = 12 };
-    for (int k = 0; k < 3; k++) {
-        size_t n = t_rand_range(DRIVER_SMALL + 1, 256 * KiB), size = COPIES * n;
-        unsigned char *h = malloc(n), *want = malloc(size);
-        CUdeviceptr d;
-        CK(D.MemAlloc(&d, size));
-        t_fill(want, size, t_rand());
-        hold_stream(streams[k], HOLD_US);
-        double t0 = t_now();
-        for (size_t i = 0; i < COPIES; i++) {
-            memcpy(h, want + i * n, n);
-            CK(D.MemcpyHtoDAsync(d + i * n, h, n, streams[k]));
-            t_poison(h, n);
-        }
-        double took = t_now() - t0;
-        if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
-            fail_msg("stream %d: %d asynchronous H2D of %zu bytes waited %.3f s for the kernel before them", k,
-                     COPIES, n, took);
-        if (!t_pinfast() && took < HOLD_US * 0.75e-6)
-            fail_msg("stream %d: the fake returned from %d pageable asynchronous H2D of %zu bytes after %.3f s, "
-                     "not waiting at the third as the driver does", k, COPIES, n, took);
-        CK(D.StreamSynchronize(streams[k]));
-        expect_device(d, want, size, "copies over 64 KiB whose sources were overwritten after the call");
-        CK(D.MemFree(d));
-        free(h);
-        free(want);
-    }
+    for (int k = 0; k < 3; k++)
+        burst_behind_kernel(k, streams[k], t_rand_range(DRIVER_SMALL + 1, 256 * KiB), 12,
+                            "not waiting at the third as the driver does",
+                            "copies over 64 KiB whose sources were overwritten after the call");
 }
 
 /* Copies over 64 KiB on an idle stream, each waited for, pass to the

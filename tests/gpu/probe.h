@@ -28,6 +28,20 @@ static inline double probe_median(double *v, int n) {
     return v[n / 2];
 }
 
+/* The first line of a file (a /sys setting) into buf, without its newline;
+ * "?" when it cannot be read. */
+static inline const char *probe_first_line(const char *path, char *buf, int n) {
+    FILE *f = fopen(path, "r");
+    snprintf(buf, (size_t)n, "?");
+    if (f) {
+        if (!fgets(buf, n, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+    buf[strcspn(buf, "\n")] = 0;
+    return buf;
+}
+
 /* A pause in a polling loop. */
 static inline void probe_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -57,6 +71,22 @@ static inline void probe_copy_nt(char *dst, const char *src, size_t n) {
             exit(2);                                                           \
         }                                                                      \
     } while (0)
+
+/* How many memsets of `bytes` at busy keep st busy for `ms` (one is timed
+ * between events; *one_ms its time). */
+static inline int probe_busy_memsets(CUstream st, CUdeviceptr busy, size_t bytes, double ms, float *one_ms) {
+    CUevent b0, b1;
+    CK(cuEventCreate(&b0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&b1, CU_EVENT_DEFAULT));
+    CK(cuEventRecord(b0, st));
+    CK(cuMemsetD32Async(busy, 1, bytes / 4, st));
+    CK(cuEventRecord(b1, st));
+    CK(cuStreamSynchronize(st));
+    CK(cuEventElapsedTime(one_ms, b0, b1));
+    CK(cuEventDestroy(b0));
+    CK(cuEventDestroy(b1));
+    return (int)(ms / (*one_ms > 0.01f ? *one_ms : 0.01f)) + 1;
+}
 
 static inline CUcontext probe_context(void) {
     CUdevice d;

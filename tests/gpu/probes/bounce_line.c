@@ -34,26 +34,19 @@ int main(int argc, char **argv) {
     const size_t most = 8 << 20, busy_bytes = (size_t)1 << 30;
     probe_context();
     CUstream st;
-    CUevent e0, e1, b0, b1;
+    CUevent e0, e1;
     CUdeviceptr d, busy;
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
     CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&b0, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&b1, CU_EVENT_DEFAULT));
     CK(cuMemAlloc(&d, most));
     CK(cuMemAlloc(&busy, busy_bytes));
     unsigned char *h = malloc(most), *back = malloc(most);
     for (size_t i = 0; i < most; i++)
         h[i] = (unsigned char)(i * 131 + 7);
     /* how many 1 GiB memsets make BUSY_MS */
-    CK(cuEventRecord(b0, st));
-    CK(cuMemsetD32Async(busy, 1, busy_bytes / 4, st));
-    CK(cuEventRecord(b1, st));
-    CK(cuStreamSynchronize(st));
     float one_ms;
-    CK(cuEventElapsedTime(&one_ms, b0, b1));
-    int memsets = (int)(BUSY_MS / (one_ms > 0.01f ? one_ms : 0.01f)) + 1;
+    int memsets = probe_busy_memsets(st, busy, busy_bytes, BUSY_MS, &one_ms);
     printf("%s: the busy stream: %d memsets of 1 GiB, %.2f ms each\n", label, memsets, one_ms);
     printf("%-10s %10s %10s %10s %10s %10s %10s\n", "bytes", "return_us", "copy_gbps", "idle_us", "idle_gbps",
            "burst", "burst_us");

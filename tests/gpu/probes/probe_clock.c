@@ -41,15 +41,10 @@ static uint64_t tsc(void) { return __rdtsc(); }
 #endif
 
 int main(void) {
-    char src[64] = "?";
-    FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-    if (f) {
-        if (!fgets(src, sizeof src, f))
-            src[0] = 0;
-        fclose(f);
-    }
+    char src[64];
     uint64_t sink = 0;
-    printf("clocksource: %s", src);
+    printf("clocksource: %s\n",
+           probe_first_line("/sys/devices/system/clocksource/clocksource0/current_clocksource", src, sizeof src));
     printf("clock_gettime(CLOCK_MONOTONIC): %.1f ns per read\n", per_read(mono, &sink));
 #if defined(__x86_64__)
     unsigned a, b, c, d;

@@ -19,23 +19,15 @@ int main(void) {
     const size_t most = (size_t)64 << 20, busy_bytes = (size_t)1 << 30;
     probe_context();
     CUstream st;
-    CUevent b0, b1;
     CUdeviceptr d, busy;
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-    CK(cuEventCreate(&b0, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&b1, CU_EVENT_DEFAULT));
     CK(cuMemAlloc(&d, most));
     CK(cuMemAlloc(&busy, busy_bytes));
     unsigned char *h = malloc(most);
     for (size_t i = 0; i < most; i++)
         h[i] = (unsigned char)(i * 131 + 7);
-    CK(cuEventRecord(b0, st));
-    CK(cuMemsetD32Async(busy, 1, busy_bytes / 4, st));
-    CK(cuEventRecord(b1, st));
-    CK(cuStreamSynchronize(st));
     float one_ms;
-    CK(cuEventElapsedTime(&one_ms, b0, b1));
-    int memsets = (int)(BUSY_MS / (one_ms > 0.01f ? one_ms : 0.01f)) + 1;
+    int memsets = probe_busy_memsets(st, busy, busy_bytes, BUSY_MS, &one_ms);
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (unsigned k = 0; k < sizeof bursts / sizeof bursts[0]; k++) {
             size_t n = sizes[s];

@@ -90,15 +90,9 @@ static double h2d_gbps(CUdeviceptr d, const char *h, size_t len, CUstream st) {
 }
 
 static void thp_setting(void) {
-    char buf[128] = "?";
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (f) {
-        if (!fgets(buf, sizeof buf, f))
-            buf[0] = 0;
-        fclose(f);
-    }
-    buf[strcspn(buf, "\n")] = 0;
-    printf("{\"probe\":\"pin_cost\",\"thp\":\"%s\"}\n", buf);
+    char buf[128];
+    printf("{\"probe\":\"pin_cost\",\"thp\":\"%s\"}\n",
+           probe_first_line("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof buf));
 }
 
 int main(int argc, char **argv) {
