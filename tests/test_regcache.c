@@ -205,15 +205,6 @@ static int unregistering_now(void *arg) { return at_gate(1) >= (int)(intptr_t)ar
 
 static atomic_int never_refuse; /* the single-threaded cases need their registrations made */
 
-/* pf_register_use as the engine makes it: a block it made due goes to the
- * registrar once the copy is over, here at once. */
-static int use(const void *p, size_t n, int *busy, struct pf_hold *h)
-{
-    int held = pf_register_use(p, n, busy, h);
-    pf_register_after_copy();
-    return held;
-}
-
 /* pinfast's registration: a whole block of its heap, live or kept, which it
  * is registering (or which was retired meanwhile). */
 static void check_block(void *p, size_t n, const char *what)
@@ -494,7 +485,7 @@ static void copy(struct slot *s, size_t off, size_t len, int await)
 {
     int busy;
     struct pf_hold h;
-    int held = await ? pf_register_await(s->p + off, len, &h) : use(s->p + off, len, &busy, &h);
+    int held = await ? pf_register_await(s->p + off, len, &h) : pf_register_use(s->p + off, len, &busy, &h);
     uintptr_t lo = (uintptr_t)s->p + off;
     if (held && (h.n != 1 || h.piece[0].off || h.piece[0].len != len))
         failed("a copy of %zu held in %d piece(s), the first %zu+%zu", len, h.n, h.piece[0].off, h.piece[0].len);
@@ -715,7 +706,7 @@ static int direct(void *arg)
     const struct range *r = arg;
     int busy;
     struct pf_hold h;
-    int held = use(r->p, r->n, &busy, &h);
+    int held = pf_register_use(r->p, r->n, &busy, &h);
     if (held) {
         stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, 1);
         stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, -1);
@@ -737,9 +728,9 @@ static unsigned char *registered_block(size_t n)
     struct range r = {p, n};
     int busy;
     struct pf_hold h;
-    assert_int_equal(use(p, n, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
     assert_false(busy);
-    assert_int_equal(use(p, n, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
     assert_true(busy); /* due: staged */
     if (!t_await(direct, &r))
         fail_msg("a block copied twice was not registered");
@@ -800,12 +791,12 @@ static void test_changed_retires(void **s)
     long undone = atomic_load(&unregisters);
     int busy;
     struct pf_hold h;
-    assert_int_equal(use(p, N, &busy, &h), 1);
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 1);
     stub_copy((uintptr_t)p, (uintptr_t)p + N, 1);
     pf_register_changed((uintptr_t)p + PAGE, (uintptr_t)p + 2 * PAGE);
     struct pf_hold h2;
-    assert_int_equal(use(p, N, &busy, &h2), 0);
-    assert_int_equal(use(p + PAGE, 64, &busy, &h2), 0);
+    assert_int_equal(pf_register_use(p, N, &busy, &h2), 0);
+    assert_int_equal(pf_register_use(p + PAGE, 64, &busy, &h2), 0);
     assert_int_equal(pf_register_await(p, N, &h2), 0);
     assert_int_equal(atomic_load(&unregisters), undone);
     assert_true(stub_has(block_base(p)));
@@ -914,7 +905,7 @@ static void realloc_case(int grow)
         assert_true(direct(&head));
         int busy;
         struct pf_hold h;
-        assert_int_equal(use(whole.p, whole.n, &busy, &h), 0);
+        assert_int_equal(pf_register_use(whole.p, whole.n, &busy, &h), 0);
         pf_heap_free(q);
     } else { /* moved: the old block kept registered, given out again */
         unsigned char *again = pf_heap_alloc(N, 16, 0);
@@ -1053,10 +1044,10 @@ static void test_context_gone_while_registering(void **s)
     gate(0, 1);
     int busy;
     struct pf_hold h;
-    assert_int_equal(use(p, N, &busy, &h), 0);
-    assert_int_equal(use(p, N, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
     assert_true(t_await(registering_now, NULL));
-    assert_int_equal(use(p, N, &busy, &h), 0); /* while it is registered: staged */
+    assert_int_equal(pf_register_use(p, N, &busy, &h), 0); /* while it is registered: staged */
     assert_true(busy);
     atomic_store(&ctx_dying, 1);
     pthread_t th;
@@ -1092,11 +1083,11 @@ static void test_free_due(void **s)
     gate(0, 1);
     int busy;
     struct pf_hold h;
-    use(a, N, &busy, &h);
-    use(a, N, &busy, &h);
+    pf_register_use(a, N, &busy, &h);
+    pf_register_use(a, N, &busy, &h);
     assert_true(t_await(registering_now, NULL)); /* a: being registered, at the gate */
-    use(b, N, &busy, &h);
-    use(b, N, &busy, &h);
+    pf_register_use(b, N, &busy, &h);
+    pf_register_use(b, N, &busy, &h);
     assert_true(busy); /* b: due */
     pf_heap_free(b);
     gate(0, 0);
@@ -1156,7 +1147,7 @@ static void test_undo_exclusive(void **s)
     unsigned char *q = pf_heap_alloc(N, 16, 0);
     int busy;
     struct pf_hold h;
-    int held = q == p ? use(q, N, &busy, &h) : 0;
+    int held = q == p ? pf_register_use(q, N, &busy, &h) : 0;
     if (held)
         stub_copy((uintptr_t)q, (uintptr_t)q + N, 1);
     gate(1, 0);

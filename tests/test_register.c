@@ -124,55 +124,6 @@ static void make_registered(unsigned char *r, size_t n)
         fail_msg("a heap block copied three times was not registered");
 }
 
-/* The copy that makes a block due (its second) is staged, and the block
- * handed to the registrar only once that copy is over: registering holds
- * the driver for milliseconds, and the copy's own DMAs waited for it
- * (bandwidthTest's second copy on the H200, docs/design.md).  That copy,
- * behind 200 ms of work on its stream, is watched by another thread; when
- * the block was handed over at the copy's start, it was registered long
- * before the copy returned.  It is registered soon after. */
-struct watch {
-    unsigned char *r;
-    int stop, seen;
-};
-
-static void *watch_main(void *arg)
-{
-    struct watch *w = arg;
-    while (!__atomic_load_n(&w->stop, __ATOMIC_ACQUIRE))
-        if (fake_registered_at(w->r))
-            __atomic_store_n(&w->seen, 1, __ATOMIC_RELEASE);
-    return NULL;
-}
-
-static void CUDA_CB hold_200ms(void *arg)
-{
-    (void)arg;
-    usleep(200000);
-}
-
-static void test_registered_after_the_copy(void **s)
-{
-    (void)s;
-    unsigned char *r = malloc(BLK);
-    assert_non_null(r);
-    t_fill(r, BLK, 1);
-    CK(D.MemcpyHtoD(dev, r, BLK));
-    struct watch w = {r, 0, 0};
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, watch_main, &w), 0);
-    CK(D.LaunchHostFunc(NULL, hold_200ms, NULL));
-    CK(D.MemcpyHtoD(dev, r, BLK)); /* waits for the work first */
-    __atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
-    pthread_join(t, NULL);
-    if (w.seen)
-        fail_msg("the block was registered while the copy that made it due was still running");
-    if (heap() && !t_await(fake_registered_at, r))
-        fail_msg("a heap block copied twice was not registered after its second copy");
-    round_trip(r, BLK, "a block registered after its second copy");
-    free(r);
-}
-
 /* A heap block of n bytes, registered under pinfast, then filled with salt. */
 static unsigned char *registered_block(size_t n, uint64_t *salt)
 {
@@ -1266,7 +1217,6 @@ int main(int argc, char **argv)
 #define CASE(f) cmocka_unit_test_teardown(f, settle)
     const struct CMUnitTest tests[] = {
         CASE(test_mapped_never_registered),
-        CASE(test_registered_after_the_copy),
         CASE(test_stack_reused),
         CASE(test_reuse_registered),
         CASE(test_reuse_report),

@@ -202,8 +202,8 @@ void pf_context_event_back(struct pf_context *c, CUevent ev, CUresult r) {
  * of keeps its lines in their caches for a while, and a DMA into lines
  * that must first be snooped out of a core's cache runs at 21 GB/s against
  * 50 (probe_poll, docs/results/2026-11-23-h100-engine-slots-and-dma).  Taken in turn, a slot comes back after
- * all the context's other slots (pinned as copies need them: 8 MiB for one
- * copy at a time, which moved as fast as 128 MiB, docs/design.md).  A slot fenced on another stream is
+ * all the context's other slots (pinned as copies need them,
+ * docs/design.md).  A slot fenced on another stream is
  * taken only once its fence is over: that stream may wait for something
  * this copy's caller is yet to do.  Called with the lock held. */
 struct pf_slot *pf_slot_take(struct pf_context *c, uintptr_t who) {

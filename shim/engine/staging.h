@@ -18,6 +18,10 @@
  * default chunk, ~2 ms, where all of PINFAST_STAGING at once held a
  * context's first copy 77 ms (docs/design.md, "Staging slots") */
 #define SEGMENT_SLOTS 4
+/* A copy of LEAN_FROM or more has this many pinned for it if it finds
+ * fewer free: four held 256 MiB copies to 22-23 GB/s, sixteen to 41-48
+ * (numba_copy, docs/design.md, "Staging") */
+#define FULL_SPEED_SLOTS 16
 #define MIN_TASK (32u << 10) /* smaller host copies cost more to hand out than to do */
 #define SPLIT 8              /* tasks a chunk is cut into, size permitting */
 #define MAX_TASK (256u << 10)

@@ -121,8 +121,6 @@ static void start_registrar(void) {
     pf_heap_unlock();
 }
 
-__thread struct pf_register_due pf_register_due_;
-
 static int hold(struct pf_block *b, size_t n, struct pf_hold *h) {
     b->refs++;
     h->n = 1;
@@ -140,7 +138,7 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
     CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
     if (sight && PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
         ctx = NULL;
-    int k = 0;
+    int start = 0, k = 0;
     pf_heap_lock();
     struct pf_block *b = pf_reg_block_of(host, n);
     if (b && pf_reg_covers(b, host, n)) {
@@ -149,24 +147,9 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
                      (b->reg == PF_REG_STALE && !pf_reg_in_hand(b, (uintptr_t)host, (uintptr_t)host + n)))) {
         *busy = 1; /* (register.h) */
     } else if (b && b->reg == PF_REG_NONE && sight && ++b->sightings >= (unsigned)o->reg_after && ctx) {
-        /* this copy is staged, and the block handed to the registrar once
-         * it is over (pf_register_after_copy) */
-        pf_register_due_ = (struct pf_register_due){host, n, ctx};
+        b->ctx = ctx;
+        pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
         *busy = 1;
-    }
-    pf_heap_unlock();
-    return k;
-}
-
-void pf_register_hand_over(void) {
-    struct pf_register_due d = pf_register_due_;
-    pf_register_due_.host = NULL;
-    int start = 0;
-    pf_heap_lock();
-    struct pf_block *b = pf_reg_block_of(d.host, d.n);
-    if (b && b->reg == PF_REG_NONE) { /* not changed or handed over meanwhile */
-        b->ctx = d.ctx;
-        pf_reg_set(b, PF_REG_DUE);
         start = registrar_state == NONE;
         registrar_state = start ? STARTING : registrar_state;
         pthread_cond_signal(&work);
@@ -174,6 +157,7 @@ void pf_register_hand_over(void) {
     pf_heap_unlock();
     if (start)
         start_registrar();
+    return k;
 }
 
 int pf_register_await(const void *host, size_t n, struct pf_hold *h) {

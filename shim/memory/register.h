@@ -38,24 +38,8 @@ struct pf_hold {
  * for pinned any moment), or retired (passed to the driver, the copy would
  * need it undone first, a wait for the whole device).  From
  * PINFAST_REGISTER_MIN on, counts the sighting of the block, and at its
- * PINFAST_REGISTER_AFTER-th hands it to the registrar once the copy is
- * over (pf_register_after_copy). */
+ * PINFAST_REGISTER_AFTER-th hands it to the registrar. */
 int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h);
-/* The copy that made a block due (pf_register_use) is over: the block goes
- * to the registrar now.  Registering holds the driver for milliseconds
- * (32 MB: ~2 ms on the H200), and the copy's own DMAs, issued meanwhile,
- * waited for it; after the copy, it overlaps what the program does next. */
-struct pf_register_due {
-    const void *host;
-    size_t n;
-    CUcontext ctx;
-};
-extern __thread struct pf_register_due pf_register_due_;
-void pf_register_hand_over(void);
-static inline void pf_register_after_copy(void) {
-    if (pf_register_due_.host)
-        pf_register_hand_over();
-}
 /* As pf_register_use, for a copy that can be neither staged nor passed
  * through while a registration over it is due or being made: waits for
  * it, making it itself if the registrar has not begun; counts nothing. */
