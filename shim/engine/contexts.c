@@ -71,6 +71,8 @@ int pf_slots_grow(struct pf_context *c) {
     /* portable: any context may copy from it; halved until the driver agrees */
     while (n && PF_CALL(cuMemHostAlloc, (void **)&mem, (size_t)n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
         n /= 2;
+    if (!n) /* refused at every size: nothing the driver may have written is ours */
+        mem = NULL;
     while (mem && k < n && PF_CALL(cuEventCreate, &ev[k], PF_WAIT_EVENT) == CUDA_SUCCESS)
         k++;
     if (mem && !k) {
