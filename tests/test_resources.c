@@ -5,7 +5,8 @@
  * JSON report of the child is read back:
  *   PINFAST_STAGING=0                   -> path "passthrough"
  *   FAKECUDA_FAIL_HOSTALLOC=1           -> pinning fails: "passthrough", a warning
- *   FAKECUDA_FAIL_HOSTALLOC=64M         -> 128M and 64M fail, a smaller pool: "staged"
+ *   FAKECUDA_FAIL_HOSTALLOC=8M          -> a segment of four slots fails, two are
+ *                                          pinned: "staged"
  *   PINFAST_THREADS=1                   -> "staged"
  *   PINFAST_STAGING=100K                -> one slot smaller than a chunk: "staged"
  *   PINFAST_STAGE=0                     -> "passthrough"
@@ -127,7 +128,7 @@ static void test_pinning_fails(void **s) { (void)s; run_case("FAKECUDA_FAIL_HOST
 static void test_pinning_halved(void **s)
 {
     (void)s;
-    run_case("FAKECUDA_FAIL_HOSTALLOC=67108864", NULL, "staged", 0);
+    run_case("FAKECUDA_FAIL_HOSTALLOC=8388608", NULL, "staged", 0);
 }
 static void test_one_thread(void **s) { (void)s; run_case("PINFAST_THREADS=1", NULL, "staged", 0); }
 static void test_one_slot(void **s) { (void)s; run_case("PINFAST_STAGING=100K", NULL, "staged", 0); }
