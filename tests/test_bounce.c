@@ -45,12 +45,13 @@ static void expect_device(CUdeviceptr d, const unsigned char *want, size_t n, co
 }
 
 /* ---- no wait --------------------------------------------------------------------- */
-/* `copies` asynchronous H2D of n bytes on stream k (st), queued
+/* `copies` asynchronous H2D of n bytes on st (`who` names it), queued
  * behind a long kernel, each source overwritten right after its call:
  * under pinfast with the default area they return before the kernel ends,
  * plain only after it (`plain_why` says why the fake must wait); every
  * byte lands. */
-static void burst_behind_kernel(int k, CUstream st, size_t n, size_t copies, const char *plain_why, const char *what)
+static void burst_behind_kernel(const char *who, CUstream st, size_t n, size_t copies, const char *plain_why,
+                                const char *what)
 {
     int whole = !getenv("PINFAST_BOUNCE"); /* bounce.small's area does not hold a burst */
     size_t size = copies * n;
@@ -67,10 +68,10 @@ static void burst_behind_kernel(int k, CUstream st, size_t n, size_t copies, con
     }
     double took = t_now() - t0;
     if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
-        fail_msg("stream %d: %zu asynchronous H2D of %zu bytes waited %.3f s for the kernel before them", k, copies,
-                 n, took);
+        fail_msg("%s: %zu asynchronous H2D of %zu bytes waited %.3f s for the kernel before them", who, copies, n,
+                 took);
     if (!t_pinfast() && took < HOLD_US * 0.75e-6)
-        fail_msg("stream %d: the fake returned from %zu pageable asynchronous H2D of %zu bytes after %.3f s, %s", k,
+        fail_msg("%s: the fake returned from %zu pageable asynchronous H2D of %zu bytes after %.3f s, %s", who,
                  copies, n, took, plain_why);
     CK(D.StreamSynchronize(st));
     expect_device(d, want, size, what);
@@ -90,7 +91,9 @@ static void test_no_wait_behind_kernel(void **s)
     CUstream streams[] = {blocking, nonblocking, NULL};
     for (int k = 0; k < 3; k++) {
         size_t n = t_rand_range(8 * KiB, 16 * KiB);
-        burst_behind_kernel(k, streams[k], n, (3 * MiB) / n,
+        char who[32];
+        snprintf(who, sizeof who, "stream %d", k);
+        burst_behind_kernel(who, streams[k], n, (3 * MiB) / n,
                             "not waiting for the stream as the driver does past its staging",
                             "bounced copies whose sources were overwritten after the call");
     }
@@ -184,10 +187,13 @@ static void test_large_behind_kernel(void **s)
 {
     (void)s;
     CUstream streams[] = {blocking, nonblocking, NULL};
-    for (int k = 0; k < 3; k++)
-        burst_behind_kernel(k, streams[k], t_rand_range(DRIVER_SMALL + 1, 256 * KiB), 12,
+    for (int k = 0; k < 3; k++) {
+        char who[32];
+        snprintf(who, sizeof who, "stream %d", k);
+        burst_behind_kernel(who, streams[k], t_rand_range(DRIVER_SMALL + 1, 256 * KiB), 12,
                             "not waiting at the third as the driver does",
                             "copies over 64 KiB whose sources were overwritten after the call");
+    }
 }
 
 /* Copies over 64 KiB on an idle stream, each waited for, pass to the
@@ -288,34 +294,12 @@ static void test_order_mixed(void **s)
 static void test_area_full(void **s)
 {
     (void)s;
-    const int copies = 300;
-    const size_t n = 8 * KiB, size = (size_t)copies * n;
-    int whole = !getenv("PINFAST_BOUNCE");
-    CUdeviceptr d;
-    CK(D.MemAlloc(&d, size));
-    unsigned char *want = malloc(size), *h = malloc(n);
-    t_fill(want, size, t_rand());
     for (int round = 0; round < 3; round++) {
-        hold_stream(blocking, HOLD_US);
-        double t0 = t_now();
-        for (int i = 0; i < copies; i++) {
-            memcpy(h, want + (size_t)i * n, n);
-            CK(D.MemcpyHtoDAsync(d + (size_t)i * n, h, n, blocking));
-            t_poison(h, n);
-        }
-        double took = t_now() - t0;
-        if (t_pinfast() && whole && took > HOLD_US * 0.5e-6)
-            fail_msg("round %d: %d copies past the fences waited %.3f s behind the kernel", round, copies, took);
-        if (!t_pinfast() && took < HOLD_US * 0.75e-6)
-            fail_msg("round %d: the fake took %d copies of %zu bytes in %.3f s without waiting past its staging",
-                     round, copies, n, took);
-        CK(D.StreamSynchronize(blocking));
-        expect_device(d, want, size, "copies bounced and passed through");
-        t_fill(want, size, t_rand());
+        char who[32];
+        snprintf(who, sizeof who, "round %d", round);
+        burst_behind_kernel(who, blocking, 8 * KiB, 300, "not waiting past its staging",
+                            "copies bounced and passed through");
     }
-    CK(D.MemFree(d));
-    free(want);
-    free(h);
 }
 
 /* ---- threads sharing a stream ------------------------------------------------------- */

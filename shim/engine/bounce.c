@@ -213,8 +213,8 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
  * a burst behind longer work must not leave the copies after it bounced).
  * A larger copy passes when its stream is idle, or when the mark recorded
  * at the one before it is over: then only that one may hold a place (a
- * kernel queued since is unseen, so nothing less than the stream's own
- * answer will do, and those copies cost the driver ten times a question). */
+ * kernel queued since is unseen by any count: only the stream's own answer
+ * will do). */
 
 __thread struct pf_passing pf_passing_;
 

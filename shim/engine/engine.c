@@ -199,8 +199,7 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
         uintptr_t who = pf_fence_owner(x->stream);
         /* a copy that finds fewer slots free than keep it at full speed
          * (or than it wants) has more pinned, so each copy at once gets its
-         * own: SEGMENT_SLOTS under LEAN_FROM (a 32 MB copy moved as fast
-         * through four as through eighteen), FULL_SPEED_SLOTS from there */
+         * own: SEGMENT_SLOTS under LEAN_FROM, FULL_SPEED_SLOTS from there */
         int enough = r.rest.bytes < LEAN_FROM ? SEGMENT_SLOTS : FULL_SPEED_SLOTS;
         enough = want < enough ? want : enough;
         r.held = pf_slots_acquire(c, h, want, who);

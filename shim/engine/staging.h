@@ -14,13 +14,12 @@
 
 #define MAX_CONTEXTS 64
 #define MAX_SLOTS 256
-/* Slots are pinned this many at a time, as copies need them: 8 MiB at the
- * default chunk, ~2 ms, where all of PINFAST_STAGING at once held a
- * context's first copy 77 ms (docs/design.md, "Staging slots") */
+/* Slots are pinned this many at a time, as copies need them: all of
+ * PINFAST_STAGING at once held a context's first copy for tens of
+ * milliseconds (docs/options.md, "Staging") */
 #define SEGMENT_SLOTS 4
 /* A copy of LEAN_FROM or more has this many pinned for it if it finds
- * fewer free: four held 256 MiB copies to 22-23 GB/s, sixteen to 41-48
- * (numba_copy, docs/design.md, "Staging") */
+ * fewer free: four hold large copies to half speed (docs/options.md) */
 #define FULL_SPEED_SLOTS 16
 #define MIN_TASK (32u << 10) /* smaller host copies cost more to hand out than to do */
 #define SPLIT 8              /* tasks a chunk is cut into, size permitting */
