@@ -760,6 +760,49 @@ static void test_async(void **s)
     free(r);
 }
 
+/* The driver's synchronous copies pinfast made since `since`, either form. */
+static unsigned long sync_calls(unsigned long since)
+{
+    return fake_calls("cuMemcpyHtoD_v2") + fake_calls("cuMemcpyHtoD_v2_ptds") + fake_calls("cuMemcpyDtoH_v2") +
+           fake_calls("cuMemcpyDtoH_v2_ptds") - since;
+}
+
+/* Synchronous copies through a registration, on an idle stream, once their
+ * DMAs' pace is known to be short: each ends in the driver's synchronous
+ * call (the fake counts pinfast's calls), not in an event pinfast waits
+ * for.  Behind work on the stream one is not (the driver's wait would
+ * spin through it).  Each copy checked. */
+static void test_sync_in_driver(void **s)
+{
+    (void)s;
+    unsigned char *r = malloc(N);
+    assert_non_null(r);
+    make_registered(r, N);
+    unsigned long idle = 0;
+    for (int i = 0; i < 40; i++) {
+        uint64_t a = t_rand();
+        t_fill(r, N, a);
+        unsigned long c0 = sync_calls(0);
+        CK(D.MemcpyHtoD(dev, r, N));
+        t_poison(r, N);
+        CK(D.MemcpyDtoH(r, dev, N));
+        t_expect_fill(r, N, a, "a synchronous round trip through a registration");
+        idle += sync_calls(c0);
+    }
+    uint64_t b = t_rand();
+    t_fill(r, N, b);
+    CK(D.LaunchHostFunc(NULL, sleep_20ms, NULL));
+    unsigned long c0 = sync_calls(0);
+    CK(D.MemcpyHtoD(dev, r, N)); /* waits for the work first (legacy) */
+    unsigned long behind = sync_calls(c0);
+    t_poison(pinned, N);
+    CK(D.MemcpyDtoH(pinned, dev, N));
+    t_expect_fill(pinned, N, b, "a synchronous H2D through a registration behind 20 ms of work");
+    free(r);
+    if (heap() && (!idle || behind))
+        fail_msg("%lu of 80 idle copies and %lu behind work ended in the driver's synchronous call", idle, behind);
+}
+
 /* ---- copies the driver is handed as they are, questions, in a registered range ----- */
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 #define HOLD_US 3000
@@ -1234,6 +1277,7 @@ int main(int argc, char **argv)
         CASE(test_own_registrations),
         CASE(test_own_registrations_several),
         CASE(test_async),
+        CASE(test_sync_in_driver),
         CASE(test_small_async_beside),
         CASE(test_passed_through),
         CASE(test_threads),

@@ -1,9 +1,11 @@
 /* A copy through a registration of its host range: one DMA of the driver's
  * straight from or into the program's memory, no CPU copy.  From registered
- * memory the driver's copy is truly asynchronous, where the plain pageable
- * copy is not: an H2D returns once its source has been read, a D2H once its
- * data has landed.  So the copy is followed by an event, waited for before
- * returning, as the staged copy waits for its last chunk. */
+ * memory the driver's asynchronous copy is truly asynchronous, where the
+ * plain pageable copy is not: an H2D returns once its source has been read,
+ * a D2H once its data has landed.  So an asynchronous copy is followed by an
+ * event, waited for before returning, as the staged copy waits for its last
+ * chunk; a synchronous one ends in the driver's synchronous call, which
+ * waits for its DMA itself. */
 #include "engine.h"
 #include "staging.h"
 #include "../driver/driver.h"
@@ -95,6 +97,38 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
     return r;
 }
 
+/* A synchronous copy on an idle stream whose DMAs the pace gives under
+ * SLEEP_FROM_NS (pinfast's own wait would poll through them): its DMAs
+ * but the last issued on the stream, the last through the driver's
+ * synchronous call, which returns once it is over.  Cheaper than an event
+ * and pinfast's wait (a 32 MB H2D 621 against 673 us, docs/design.md 4a);
+ * its time teaches the pace.  0: not such a copy. */
+static int synchronous(const struct pf_xfer *x, const struct pf_hold *h, uint64_t t[3], CUresult *result) {
+    struct pace *p = &paces[x->dir == PF_DIR_D2H];
+    double mib = (double)x->bytes / (1 << 20);
+    uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
+    if (x->async || !per || mib * (double)per >= SLEEP_FROM_NS || PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS)
+        return 0;
+    struct pf_hold head = *h;
+    head.n = h->n - 1;
+    t[0] = pf_now_ns();
+    CUresult r = dmas(x, &head, x->dev, x->stream);
+    size_t off = h->piece[h->n - 1].off, len = h->piece[h->n - 1].len;
+    int ptds = x->stream == CU_STREAM_PER_THREAD;
+    t[1] = pf_now_ns();
+    if (r == CUDA_SUCCESS && x->dir == PF_DIR_H2D)
+        r = ptds ? PF_PASS(PF_S_cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2, x->dev + off, (const char *)x->host + off, len)
+                 : PF_CALL(cuMemcpyHtoD_v2, x->dev + off, (const char *)x->host + off, len);
+    else if (r == CUDA_SUCCESS)
+        r = ptds ? PF_PASS(PF_S_cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2, (char *)x->host + off, x->dev + off, len)
+                 : PF_CALL(cuMemcpyDtoH_v2, (char *)x->host + off, x->dev + off, len);
+    t[2] = pf_now_ns();
+    if (r == CUDA_SUCCESS && x->bytes >= LEARN_FROM)
+        learn(p, (uint64_t)((double)(t[2] - t[0]) / mib));
+    *result = r;
+    return 1;
+}
+
 /* The DMAs and the wait for them, with events of the stream's context; a
  * copy of LEARN_FROM or more has one before its DMAs too, to tell when
  * they start; the times of each step into t, the time the pace gave into
@@ -146,7 +180,8 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         return -1;
     }
     uint64_t expect = 0;
-    *result = direct(x, &h, c, debug, t, &expect);
+    if (!synchronous(x, &h, t, result))
+        *result = direct(x, &h, c, debug, t, &expect);
     pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
     if (debug)
         pf_msg(
