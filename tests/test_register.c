@@ -770,15 +770,16 @@ static unsigned long sync_calls(unsigned long since)
 /* Synchronous copies through a registration, on an idle stream, once their
  * DMAs' pace is known to be short: each ends in the driver's synchronous
  * call (the fake counts pinfast's calls), not in an event pinfast waits
- * for.  Behind work on the stream one is not (the driver's wait would
- * spin through it).  Each copy checked. */
+ * for.  Behind work, on the legacy stream or on a blocking stream the
+ * legacy stream waits for, one does not (the driver's wait would spin
+ * through it).  Each copy checked. */
 static void test_sync_in_driver(void **s)
 {
     (void)s;
     unsigned char *r = malloc(N);
     assert_non_null(r);
     make_registered(r, N);
-    unsigned long idle = 0;
+    unsigned long idle = 0, behind = 0;
     for (int i = 0; i < 40; i++) {
         uint64_t a = t_rand();
         t_fill(r, N, a);
@@ -789,15 +790,18 @@ static void test_sync_in_driver(void **s)
         t_expect_fill(r, N, a, "a synchronous round trip through a registration");
         idle += sync_calls(c0);
     }
-    uint64_t b = t_rand();
-    t_fill(r, N, b);
-    CK(D.LaunchHostFunc(NULL, sleep_20ms, NULL));
-    unsigned long c0 = sync_calls(0);
-    CK(D.MemcpyHtoD(dev, r, N)); /* waits for the work first (legacy) */
-    unsigned long behind = sync_calls(c0);
-    t_poison(pinned, N);
-    CK(D.MemcpyDtoH(pinned, dev, N));
-    t_expect_fill(pinned, N, b, "a synchronous H2D through a registration behind 20 ms of work");
+    /* a per-thread default stream does not wait for the blocking stream */
+    for (int on_blocking = 0; on_blocking < (D.ptds ? 1 : 2); on_blocking++) {
+        uint64_t b = t_rand();
+        t_fill(r, N, b);
+        CK(D.LaunchHostFunc(on_blocking ? stream : NULL, sleep_20ms, NULL));
+        unsigned long c0 = sync_calls(0);
+        CK(D.MemcpyHtoD(dev, r, N)); /* waits for the work first */
+        behind += sync_calls(c0);
+        t_poison(pinned, N);
+        CK(D.MemcpyDtoH(pinned, dev, N));
+        t_expect_fill(pinned, N, b, "a synchronous H2D through a registration behind 20 ms of work");
+    }
     free(r);
     if (heap() && (!idle || behind))
         fail_msg("%lu of 80 idle copies and %lu behind work ended in the driver's synchronous call", idle, behind);

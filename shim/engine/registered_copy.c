@@ -101,8 +101,9 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
  * SLEEP_FROM_NS (pinfast's own wait would poll through them): its DMAs
  * but the last issued on the stream, the last through the driver's
  * synchronous call, which returns once it is over.  Cheaper than an event
- * and pinfast's wait (a 32 MB H2D 621 against 673 us, docs/design.md 4a);
- * its time teaches the pace.  0: not such a copy. */
+ * and pinfast's wait (docs/design.md 4a).  The query of the legacy stream
+ * sees the blocking streams' work too, which its copy waits for.  The
+ * copy's time teaches the pace.  0: not such a copy. */
 static int synchronous(const struct pf_xfer *x, const struct pf_hold *h, uint64_t t[3], CUresult *result) {
     struct pace *p = &paces[x->dir == PF_DIR_D2H];
     double mib = (double)x->bytes / (1 << 20);

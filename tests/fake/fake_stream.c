@@ -12,7 +12,9 @@
  *    CU_STREAM_NON_BLOCKING, and per-thread default streams) of its context;
  *  - an op queued on a blocking stream first waits for everything queued
  *    before it on the legacy stream;
- *  - cuStreamWaitEvent queues a no-op that waits for the event's op.
+ *  - cuStreamWaitEvent queues a no-op that waits for the event's op;
+ *  - cuStreamQuery of the legacy stream answers NOT_READY while a blocking
+ *    stream of its context has work, as the driver's does.
  * Dependencies are (stream, sequence number) pairs taken at enqueue time, so
  * they always point backwards and cannot form a cycle.
  *
@@ -562,6 +564,11 @@ static CUresult stream_query(CUstream h, int pt)
         return r;
     pthread_mutex_lock(&fake_lock);
     r = s->completed >= s->enqueued ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    /* the legacy stream is not idle while a blocking stream of its context
+     * has work, as the driver answers (tests/gpu/probes/probe_legacy_query.c) */
+    for (struct fake_stream *t = g_streams; !r && s->kind == STREAM_LEGACY && t; t = t->next)
+        if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed)
+            r = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&fake_lock);
     return r;
 }
