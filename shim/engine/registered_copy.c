@@ -12,6 +12,7 @@
 #include "../memory/register.h"
 #include "../base/message.h"
 
+#include <stdio.h>
 #include <time.h>
 
 /* The wait for a registered copy's DMA sleeps when the DMA should take
@@ -181,15 +182,19 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
         return -1;
     }
     uint64_t expect = 0;
-    if (!synchronous(x, &h, t, result))
+    int in_driver = synchronous(x, &h, t, result);
+    if (!in_driver)
         *result = direct(x, &h, c, debug, t, &expect);
     pf_register_done(&h, *result == CUDA_SUCCESS ? x->bytes : 0);
-    if (debug)
-        pf_msg(
-            PF_DEBUG,
-            "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f (expected %.1f); result %d",
-            x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
-            (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, expect / 1e3, (int)*result);
+    if (debug) {
+        char how[48] = "in the driver's synchronous call";
+        if (!in_driver)
+            snprintf(how, sizeof how, "on an event (expected %.1f us)", expect / 1e3);
+        pf_msg(PF_DEBUG,
+               "registered %s %zu B, %s, %d registration(s); us: lookup %.1f issue %.1f wait %.1f %s; result %d",
+               x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, x->async ? "async" : "sync", h.n, (t[0] - t0) / 1e3,
+               (t[1] - t[0]) / 1e3, (t[2] - t[1]) / 1e3, how, (int)*result);
+    }
     return 1;
 }
 
