@@ -760,11 +760,11 @@ static void test_async(void **s)
     free(r);
 }
 
-/* The driver's synchronous copies pinfast made since `since`, either form. */
-static unsigned long sync_calls(unsigned long since)
+/* The driver's synchronous copies pinfast made so far, either form. */
+static unsigned long sync_calls(void)
 {
     return fake_calls("cuMemcpyHtoD_v2") + fake_calls("cuMemcpyHtoD_v2_ptds") + fake_calls("cuMemcpyDtoH_v2") +
-           fake_calls("cuMemcpyDtoH_v2_ptds") - since;
+           fake_calls("cuMemcpyDtoH_v2_ptds");
 }
 
 /* Synchronous copies through a registration, on an idle stream, once their
@@ -783,21 +783,21 @@ static void test_sync_in_driver(void **s)
     for (int i = 0; i < 40; i++) {
         uint64_t a = t_rand();
         t_fill(r, N, a);
-        unsigned long c0 = sync_calls(0);
+        unsigned long c0 = sync_calls();
         CK(D.MemcpyHtoD(dev, r, N));
         t_poison(r, N);
         CK(D.MemcpyDtoH(r, dev, N));
         t_expect_fill(r, N, a, "a synchronous round trip through a registration");
-        idle += sync_calls(c0);
+        idle += sync_calls() - c0;
     }
     /* a per-thread default stream does not wait for the blocking stream */
     for (int on_blocking = 0; on_blocking < (D.ptds ? 1 : 2); on_blocking++) {
         uint64_t b = t_rand();
         t_fill(r, N, b);
         CK(D.LaunchHostFunc(on_blocking ? stream : NULL, sleep_20ms, NULL));
-        unsigned long c0 = sync_calls(0);
+        unsigned long c0 = sync_calls();
         CK(D.MemcpyHtoD(dev, r, N)); /* waits for the work first */
-        behind += sync_calls(c0);
+        behind += sync_calls() - c0;
         t_poison(pinned, N);
         CK(D.MemcpyDtoH(pinned, dev, N));
         t_expect_fill(pinned, N, b, "a synchronous H2D through a registration behind 20 ms of work");

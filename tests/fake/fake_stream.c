@@ -347,6 +347,13 @@ int fake_stream_capturing(struct fake_stream *s)
     return c;
 }
 
+/* Whether work queued now on the legacy stream s waits for stream t: a
+ * blocking stream of its context with work still to run.  Under fake_lock. */
+static int legacy_waits_for(const struct fake_stream *s, const struct fake_stream *t)
+{
+    return t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed;
+}
+
 /* ---- enqueue ---------------------------------------------------------------- */
 static int add_dep(struct fake_op *op, struct fake_stream *t, uint64_t seq)
 {
@@ -399,8 +406,7 @@ void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq)
     }
     if (s->kind == STREAM_LEGACY) {
         for (struct fake_stream *t = g_streams; t; t = t->next)
-            if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) &&
-                t->enqueued > t->completed)
+            if (legacy_waits_for(s, t))
                 add_dep(op, t, t->enqueued);
     } else if (!(s->flags & CU_STREAM_NON_BLOCKING)) {
         struct fake_stream *l = s->ctx->legacy;
@@ -542,7 +548,7 @@ static CUresult stream_sync(CUstream h, int pt)
     /* the legacy stream's synchronize waits for the blocking streams' work
      * queued before it too, as an op on it would */
     for (struct fake_stream *t = g_streams; s->kind == STREAM_LEGACY && t; t = t->next)
-        if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed)
+        if (legacy_waits_for(s, t))
             stream_wait_seq_locked(t, t->enqueued, 1);
     stream_wait_seq_locked(s, s->enqueued, 1);
     pthread_mutex_unlock(&fake_lock);
@@ -567,7 +573,7 @@ static CUresult stream_query(CUstream h, int pt)
     /* the legacy stream is not idle while a blocking stream of its context
      * has work, as the driver answers (tests/gpu/probes/probe_legacy_query.c) */
     for (struct fake_stream *t = g_streams; !r && s->kind == STREAM_LEGACY && t; t = t->next)
-        if (t != s && t->ctx == s->ctx && !(t->flags & CU_STREAM_NON_BLOCKING) && t->enqueued > t->completed)
+        if (legacy_waits_for(s, t))
             r = CUDA_ERROR_NOT_READY;
     pthread_mutex_unlock(&fake_lock);
     return r;
