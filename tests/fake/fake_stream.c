@@ -25,8 +25,8 @@
  * cuStreamDestroy (which, like the real one, returns at once and lets queued
  * work finish).
  *
- * Capture modes (measured on driver 580, docs/results/2026-11-24-h100-contract/
- * capture_modes.log): a call the driver deems potentially unsafe (cuEventQuery,
+ * Capture modes (measured on driver 580, capture_modes.log in
+ * docs/results/2026-11-24-h100-contract/logs.txt): a call the driver deems potentially unsafe (cuEventQuery,
  * cuEventSynchronize, cuStreamSynchronize and cuStreamQuery of any stream,
  * cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, cuCtxSynchronize) is
  * prohibited while the calling thread's mode is not RELAXED and a capture
