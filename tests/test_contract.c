@@ -117,7 +117,7 @@ struct job {
 
 static void round_trip(struct job *j, CUresult *rh, CUresult *rd)
 {
-    unsigned char *h = malloc(j->n), *o = malloc(j->n);
+    unsigned char *h = t_map(j->n), *o = t_map(j->n);
     CUdeviceptr d;
     CK(D.MemAlloc(&d, j->n));
     uint64_t salt = t_rand();
@@ -128,8 +128,8 @@ static void round_trip(struct job *j, CUresult *rh, CUresult *rd)
     if (*rh == CUDA_SUCCESS && *rd == CUDA_SUCCESS)
         t_expect_fill(o, j->n, salt, "a round trip made while another thread captures");
     CK(D.MemFree(d));
-    free(h);
-    free(o);
+    t_unmap(h, j->n);
+    t_unmap(o, j->n);
 }
 
 static void *copier(void *arg)
@@ -408,11 +408,12 @@ static void test_no_spinning_while_waiting(void **s)
 }
 
 /* A checked 3 MiB round trip in the current context, which must stage
- * under pinfast: a context's records must never run out. */
+ * under pinfast (t_map): a context's records must never run out. */
 static void staged_round_trip(const char *what, int round)
 {
     size_t n = 3 * MiB;
-    unsigned char *h = malloc(n), *o = malloc(n);
+    unsigned char *h = t_map(2 * n), *o = h + n;
+    assert_non_null(h);
     CUdeviceptr d;
     CK(D.MemAlloc(&d, n));
     uint64_t salt = t_rand();
@@ -425,8 +426,7 @@ static void staged_round_trip(const char *what, int round)
     if (t_pinfast() && !staged_h2d())
         fail_msg("%s, round %d: nothing staged", what, round);
     CK(D.MemFree(d));
-    free(h);
-    free(o);
+    t_unmap(h, 2 * n);
 }
 
 /* ---- contexts made and destroyed ------------------------------------------------ */

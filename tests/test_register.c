@@ -772,7 +772,8 @@ static unsigned long sync_calls(void)
  * call (the fake counts pinfast's calls), not in an event pinfast waits
  * for.  Behind work, on the legacy stream or on a blocking stream the
  * legacy stream waits for, one does not (the driver's wait would spin
- * through it).  Each copy checked. */
+ * through it); nor in a context made to block in its waits.  Each copy
+ * checked. */
 static void test_sync_in_driver(void **s)
 {
     (void)s;
@@ -790,6 +791,20 @@ static void test_sync_in_driver(void **s)
         t_expect_fill(r, N, a, "a synchronous round trip through a registration");
         idle += sync_calls() - c0;
     }
+    /* in a context whose waits block, the driver's call would sleep past
+     * the DMA's end: pinfast waits on its event */
+    CK(D.CtxSetFlags(CU_CTX_SCHED_BLOCKING_SYNC));
+    unsigned long b0 = sync_calls();
+    for (int i = 0; i < 10; i++) {
+        uint64_t a = t_rand();
+        t_fill(r, N, a);
+        CK(D.MemcpyHtoD(dev, r, N));
+        t_poison(r, N);
+        CK(D.MemcpyDtoH(r, dev, N));
+        t_expect_fill(r, N, a, "a synchronous round trip through a registration, blocking waits");
+    }
+    unsigned long blocking = sync_calls() - b0;
+    CK(D.CtxSetFlags(CU_CTX_SCHED_AUTO));
     /* a per-thread default stream does not wait for the blocking stream */
     for (int on_blocking = 0; on_blocking < (D.ptds ? 1 : 2); on_blocking++) {
         uint64_t b = t_rand();
@@ -803,8 +818,10 @@ static void test_sync_in_driver(void **s)
         t_expect_fill(pinned, N, b, "a synchronous H2D through a registration behind 20 ms of work");
     }
     free(r);
-    if (heap() && (!idle || behind))
-        fail_msg("%lu of 80 idle copies and %lu behind work ended in the driver's synchronous call", idle, behind);
+    if (heap() && (!idle || behind || blocking))
+        fail_msg("%lu of 80 idle copies, %lu behind work and %lu of 20 in a blocking-sync context ended in the "
+                 "driver's synchronous call",
+                 idle, behind, blocking);
 }
 
 /* ---- copies the driver is handed as they are, questions, in a registered range ----- */

@@ -130,7 +130,7 @@
 
 /* Driver functions pinfast calls without wrapping them: X(symbol). */
 #define PF_INTERNAL(X)                                                         \
-    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice)                        \
+    X(cuCtxGetCurrent) X(cuCtxGetId) X(cuCtxGetDevice) X(cuCtxGetFlags)       \
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
     X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)                  \
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing_ptsz)           \

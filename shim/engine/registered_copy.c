@@ -102,14 +102,20 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
  * SLEEP_FROM_NS (pinfast's own wait would poll through them): its DMAs
  * but the last issued on the stream, the last through the driver's
  * synchronous call, which returns once it is over.  Cheaper than an event
- * and pinfast's wait (docs/design.md 4a).  The query of the legacy stream
- * sees the blocking streams' work too, which its copy waits for.  The
- * copy's time teaches the pace.  0: not such a copy. */
+ * and pinfast's wait (docs/design.md 4a), but in a context whose waits
+ * block (CU_CTX_SCHED_BLOCKING_SYNC) the driver's call sleeps past the
+ * DMA's end.  A synchronous copy's stream is the legacy or per-thread one:
+ * of the current context, whose flags cuCtxGetFlags answers (they change
+ * with cuCtxSetFlags).  The query of the legacy stream sees the blocking
+ * streams' work too, which its copy waits for.  The copy's time teaches
+ * the pace.  0: not such a copy. */
 static int synchronous(const struct pf_xfer *x, const struct pf_hold *h, uint64_t t[3], CUresult *result) {
     struct pace *p = &paces[x->dir == PF_DIR_D2H];
     double mib = (double)x->bytes / (1 << 20);
     uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
-    if (x->async || !per || mib * (double)per >= SLEEP_FROM_NS || PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS)
+    unsigned flags = 0;
+    if (x->async || !per || mib * (double)per >= SLEEP_FROM_NS || PF_CALL(cuCtxGetFlags, &flags) != CUDA_SUCCESS ||
+        (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC || PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS)
         return 0;
     struct pf_hold head = *h;
     head.n = h->n - 1;

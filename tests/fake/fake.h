@@ -54,6 +54,7 @@ struct fake_ctx {
     unsigned long long id;
     int primary;
     int refs;                    /* primary context retain count */
+    unsigned flags;              /* its CU_CTX_* flags, as made or set */
     atomic_int alive;
     struct fake_stream *legacy;  /* the context's legacy default stream */
 };

@@ -18,12 +18,13 @@ static struct fake_ctx **all_ctx;   /* every context ever made, dead ones too */
 static int n_ctx, cap_ctx;
 static pthread_mutex_t prim_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct fake_ctx *primary[MAX_DEV];    /* under prim_lock */
+static unsigned primary_flags[MAX_DEV];      /* under prim_lock */
 static unsigned long long next_id = 1;
 
 static __thread struct fake_ctx *stack[STACK_DEPTH];
 static __thread int depth;
 
-static struct fake_ctx *ctx_new(int dev, int is_primary)
+static struct fake_ctx *ctx_new(int dev, int is_primary, unsigned flags)
 {
     struct fake_ctx *c = calloc(1, sizeof *c);
     if (!c)
@@ -31,6 +32,7 @@ static struct fake_ctx *ctx_new(int dev, int is_primary)
     c->magic = FAKE_CTX_MAGIC;
     c->dev = dev;
     c->primary = is_primary;
+    c->flags = flags;
     atomic_store(&c->alive, 1);
     pthread_mutex_lock(&ctx_lock);
     if (n_ctx == cap_ctx) {
@@ -102,7 +104,7 @@ FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&prim_lock);
     if (!primary[dev])
-        primary[dev] = ctx_new(dev, 1);
+        primary[dev] = ctx_new(dev, 1, primary_flags[dev]);
     struct fake_ctx *c = primary[dev];
     if (c)
         c->refs++;
@@ -123,8 +125,10 @@ static CUresult primary_release(CUdevice dev)
     pthread_mutex_lock(&prim_lock);
     struct fake_ctx *c = primary[dev];
     int last = c && --c->refs == 0;
-    if (last)
+    if (last) {
         primary[dev] = NULL;
+        primary_flags[dev] = 0;
+    }
     pthread_mutex_unlock(&prim_lock);
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -154,6 +158,7 @@ static CUresult primary_reset(CUdevice dev)
     pthread_mutex_lock(&prim_lock);
     struct fake_ctx *c = primary[dev];
     primary[dev] = NULL;
+    primary_flags[dev] = 0;
     pthread_mutex_unlock(&prim_lock);
     if (c)
         ctx_end(c);
@@ -172,7 +177,6 @@ FAKE_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
     return primary_reset(dev);
 }
 
-/* flags: the fake has no cuDevicePrimaryCtxSetFlags, so always 0 */
 FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
     FAKE_ENTER();
@@ -183,12 +187,41 @@ FAKE_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, 
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&prim_lock);
     *active = primary[dev] != NULL;     /* it exists only while retained */
+    *flags = primary_flags[dev];
     pthread_mutex_unlock(&prim_lock);
-    *flags = 0;
     return CUDA_SUCCESS;
 }
 
-static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+/* The primary context's flags, for the one to come and (as the real
+ * driver does since CUDA 11) the one active now; they last while it does
+ * (the real driver answers 0 again once it is gone:
+ * tests/gpu/probes/probe_ctx_flags.c). */
+static CUresult primary_set_flags(CUdevice dev, unsigned flags)
+{
+    FAKE_CHECK_INIT();
+    if (!check_dev(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&prim_lock);
+    primary_flags[dev] = flags;
+    if (primary[dev])
+        primary[dev]->flags = flags;
+    pthread_mutex_unlock(&prim_lock);
+    return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    FAKE_ENTER();
+    return primary_set_flags(dev, flags);
+}
+
+FAKE_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    FAKE_ENTER();
+    return primary_set_flags(dev, flags);
+}
+
+static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 {
     FAKE_CHECK_INIT();
     if (!pctx)
@@ -197,7 +230,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     if (depth == STACK_DEPTH)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct fake_ctx *c = ctx_new(dev, 0);
+    struct fake_ctx *c = ctx_new(dev, 0, flags);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     stack[depth++] = c;
@@ -208,8 +241,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
 FAKE_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     FAKE_ENTER();
-    (void)flags;
-    return ctx_create(pctx, dev);
+    return ctx_create(pctx, flags, dev);
 }
 
 FAKE_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
@@ -217,8 +249,37 @@ FAKE_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePa
 {
     FAKE_ENTER();
     (void)ctxCreateParams;
-    (void)flags;
-    return ctx_create(pctx, dev);
+    return ctx_create(pctx, flags, dev);
+}
+
+/* The current context's flags; a primary context's with CU_CTX_MAP_HOST,
+ * as the real driver answers (tests/gpu/probes/probe_ctx_flags.c). */
+FAKE_API CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = c->flags | (c->primary ? CU_CTX_MAP_HOST : 0);
+    return CUDA_SUCCESS;
+}
+
+/* The current context's; a primary context's device keeps the flags
+ * cuDevicePrimaryCtxGetState answers. */
+FAKE_API CUresult cuCtxSetFlags(unsigned int flags)
+{
+    FAKE_ENTER();
+    struct fake_ctx *c;
+    CUresult r = fake_ctx_require(&c);
+    if (r)
+        return r;
+    pthread_mutex_lock(&prim_lock);
+    c->flags = flags;
+    pthread_mutex_unlock(&prim_lock);
+    return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx)

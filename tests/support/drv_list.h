@@ -15,6 +15,7 @@
     X(CtxDestroy, cuCtxDestroy, 13000, PFN_cuCtxDestroy_v4000, cuCtxDestroy_v2, cuCtxDestroy_v2) \
     X(CtxGetCurrent, cuCtxGetCurrent, 13000, PFN_cuCtxGetCurrent_v4000, cuCtxGetCurrent, cuCtxGetCurrent) \
     X(CtxSetCurrent, cuCtxSetCurrent, 13000, PFN_cuCtxSetCurrent_v4000, cuCtxSetCurrent, cuCtxSetCurrent) \
+    X(CtxSetFlags, cuCtxSetFlags, 13000, PFN_cuCtxSetFlags_v12010, cuCtxSetFlags, cuCtxSetFlags) \
     X(CtxPushCurrent, cuCtxPushCurrent, 13000, PFN_cuCtxPushCurrent_v4000, cuCtxPushCurrent_v2, cuCtxPushCurrent_v2) \
     X(CtxPopCurrent, cuCtxPopCurrent, 13000, PFN_cuCtxPopCurrent_v4000, cuCtxPopCurrent_v2, cuCtxPopCurrent_v2) \
     X(CtxGetDevice, cuCtxGetDevice, 12000, PFN_cuCtxGetDevice_v2000, cuCtxGetDevice, cuCtxGetDevice) \

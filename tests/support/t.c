@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <dlfcn.h>
 
@@ -178,6 +179,17 @@ void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what)
 void t_poison(void *p, size_t n)
 {
     memset(p, 0xA5, n);
+}
+
+void *t_map(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void t_unmap(void *p, size_t n)
+{
+    munmap(p, n);
 }
 
 void t_bind_ctx(void)

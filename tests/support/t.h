@@ -25,6 +25,10 @@ uint64_t t_rand(void);               /* xorshift64* on the seed */
 double t_now(void);                  /* CLOCK_MONOTONIC in seconds */
 size_t t_rand_range(size_t lo, size_t hi);   /* inclusive */
 void t_fill(void *p, size_t n, uint64_t salt);   /* deterministic pseudo-random bytes */
+/* n bytes the test maps itself (NULL: refused), outside pinfast's heap:
+ * the registration cache never takes them, so that their copies stage */
+void *t_map(size_t n);
+void t_unmap(void *p, size_t n);
 int t_check_fill(const void *p, size_t n, uint64_t salt, size_t *bad);
 /* fails the test, naming `what` and the first wrong byte, unless p holds t_fill(salt) */
 void t_expect_fill(const void *p, size_t n, uint64_t salt, const char *what);

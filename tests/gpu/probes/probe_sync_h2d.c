@@ -8,8 +8,10 @@
  *               cache does (4 KiB pages); the registration timed apart
  *   pinned      cuMemHostAlloc
  * One JSON line per way: GB/s over the copies' summed time (bandwidthTest's
- * figure), and for registered, with the registration's time added.
- *   probe_sync_h2d [ROUNDS] */
+ * figure), the first four copies' times and the median, and for
+ * registered, with the registration's time added.  `blocking` makes the
+ * context CU_CTX_SCHED_BLOCKING_SYNC (the driver's waits sleep).
+ *   probe_sync_h2d [ROUNDS [blocking]] */
 #include <cuda.h>
 #include "../probe.h"
 
@@ -22,20 +24,30 @@
 enum way { PAGEABLE, REGISTERED, PINNED, NWAYS };
 static const char *names[NWAYS] = {"pageable", "registered", "pinned"};
 
-static double loop(CUdeviceptr d, const char *h, char *flush) {
+/* The loop; each copy's time into each[]. */
+static double loop(CUdeviceptr d, const char *h, char *flush, double *each) {
     double sum = 0;
     for (int i = 0; i < COPIES; i++) {
         double t0 = probe_now();
         CK(cuMemcpyHtoD(d, h, BYTES));
-        sum += probe_now() - t0;
+        sum += each[i] = probe_now() - t0;
         memset(flush, i, FLUSH);
     }
     return sum;
 }
 
 int main(int argc, char **argv) {
-    int rounds = argc > 1 ? atoi(argv[1]) : 3;
+    int rounds = argc > 1 ? atoi(argv[1]) : 3, blocking = argc > 2 && !strcmp(argv[2], "blocking");
+    if (blocking) {
+        CUdevice dev;
+        CK(cuInit(0));
+        CK(cuDeviceGet(&dev, 0));
+        CK(cuDevicePrimaryCtxSetFlags(dev, CU_CTX_SCHED_BLOCKING_SYNC));
+    }
     probe_context();
+    unsigned flags = 0;
+    CK(cuCtxGetFlags(&flags));
+    printf("{\"probe\":\"sync_h2d\",\"ctx_flags\":%u}\n", flags);
     CUdeviceptr d;
     CK(cuMemAlloc(&d, BYTES));
     char *flush = malloc(FLUSH);
@@ -56,9 +68,12 @@ int main(int argc, char **argv) {
                 CK(cuMemHostRegister(h, BYTES, 0));
                 reg = probe_now() - t0;
             }
-            double s = loop(d, h, flush), total = (double)BYTES * COPIES;
-            printf("{\"probe\":\"sync_h2d\",\"round\":%d,\"way\":\"%s\",\"gbps\":%.2f,\"copy_us\":%.1f", r + 1,
-                   names[w], total / s / 1e9, s / COPIES * 1e6);
+            double each[COPIES], s = loop(d, h, flush, each), total = (double)BYTES * COPIES;
+            printf("{\"probe\":\"sync_h2d\",\"round\":%d,\"way\":\"%s\",\"gbps\":%.2f,\"copy_us\":%.1f,"
+                   "\"first_us\":[%.1f,%.1f,%.1f,%.1f]",
+                   r + 1, names[w], total / s / 1e9, s / COPIES * 1e6, each[0] * 1e6, each[1] * 1e6, each[2] * 1e6,
+                   each[3] * 1e6);
+            printf(",\"median_us\":%.1f", probe_median(each, COPIES) * 1e6);
             if (w == REGISTERED)
                 printf(",\"register_ms\":%.2f,\"gbps_with_register\":%.2f", reg * 1e3, total / (s + reg) / 1e9);
             printf("}\n");
