@@ -23,7 +23,7 @@ static int child(const char *mode)
     if (strcmp(mode, "copy") || t_setup(NULL))
         return 30;
     size_t n = t_rand_range(1200 * KiB, 3000 * KiB);
-    unsigned char *h = malloc(n), *o = malloc(n);
+    unsigned char *h = t_map(n), *o = t_map(n); /* staged, never registered */
     CUdeviceptr d;
     if (!h || !o || D.MemAlloc(&d, n))
         return 31;
@@ -33,8 +33,8 @@ static int child(const char *mode)
     if (rc)
         return rc;
     D.MemFree(d);
-    free(h);
-    free(o);
+    t_unmap(h, n);
+    t_unmap(o, n);
     printf("copied %zu\n", n);
     return 0;
 }

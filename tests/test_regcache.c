@@ -483,9 +483,9 @@ static void slot_free(struct slot *s)
  * (H2D: the bytes must be s's), half write (D2H: s gets them again). */
 static void copy(struct slot *s, size_t off, size_t len, int await)
 {
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    int held = await ? pf_register_await(s->p + off, len, &h) : pf_register_use(s->p + off, len, &busy, &h);
+    int held = await ? pf_register_await(s->p + off, len, &h) : pf_register_use(s->p + off, len, 0, &busy, &h);
     uintptr_t lo = (uintptr_t)s->p + off;
     if (held && (h.n != 1 || h.piece[0].off || h.piece[0].len != len))
         failed("a copy of %zu held in %d piece(s), the first %zu+%zu", len, h.n, h.piece[0].off, h.piece[0].len);
@@ -704,9 +704,9 @@ struct range { void *p; size_t n; };
 static int direct(void *arg)
 {
     const struct range *r = arg;
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    int held = pf_register_use(r->p, r->n, &busy, &h);
+    int held = pf_register_use(r->p, r->n, 0, &busy, &h);
     if (held) {
         stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, 1);
         stub_copy((uintptr_t)r->p, (uintptr_t)r->p + r->n, -1);
@@ -726,11 +726,11 @@ static unsigned char *registered_block(size_t n)
     assert_non_null(p);
     assert_int_equal((uintptr_t)p % (2 * MiB), 64); /* a glibc-style header below it */
     struct range r = {p, n};
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, n, 0, &busy, &h), 0);
     assert_false(busy);
-    assert_int_equal(pf_register_use(p, n, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, n, 0, &busy, &h), 0);
     assert_true(busy); /* due: staged */
     if (!t_await(direct, &r))
         fail_msg("a block copied twice was not registered");
@@ -789,14 +789,14 @@ static void test_changed_retires(void **s)
     (void)s;
     unsigned char *p = registered_block(N);
     long undone = atomic_load(&unregisters);
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    assert_int_equal(pf_register_use(p, N, &busy, &h), 1);
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 1);
     stub_copy((uintptr_t)p, (uintptr_t)p + N, 1);
     pf_register_changed((uintptr_t)p + PAGE, (uintptr_t)p + 2 * PAGE);
     struct pf_hold h2;
-    assert_int_equal(pf_register_use(p, N, &busy, &h2), 0);
-    assert_int_equal(pf_register_use(p + PAGE, 64, &busy, &h2), 0);
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h2), 0);
+    assert_int_equal(pf_register_use(p + PAGE, 64, 0, &busy, &h2), 0);
     assert_int_equal(pf_register_await(p, N, &h2), 0);
     assert_int_equal(atomic_load(&unregisters), undone);
     assert_true(stub_has(block_base(p)));
@@ -903,9 +903,9 @@ static void realloc_case(int grow)
             fail_msg("a block with the units after it taken grew in place");
         struct range head = {q, N}, whole = {q, to};
         assert_true(direct(&head));
-        int busy;
+        size_t busy;
         struct pf_hold h;
-        assert_int_equal(pf_register_use(whole.p, whole.n, &busy, &h), 0);
+        assert_int_equal(pf_register_use(whole.p, whole.n, 0, &busy, &h), 0);
         pf_heap_free(q);
     } else { /* moved: the old block kept registered, given out again */
         unsigned char *again = pf_heap_alloc(N, 16, 0);
@@ -1042,12 +1042,12 @@ static void test_context_gone_while_registering(void **s)
     struct range r = {p, N};
     long undone = atomic_load(&unregisters);
     gate(0, 1);
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
-    assert_int_equal(pf_register_use(p, N, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
     assert_true(t_await(registering_now, NULL));
-    assert_int_equal(pf_register_use(p, N, &busy, &h), 0); /* while it is registered: staged */
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0); /* while it is registered: staged */
     assert_true(busy);
     atomic_store(&ctx_dying, 1);
     pthread_t th;
@@ -1081,13 +1081,13 @@ static void test_free_due(void **s)
     unsigned char *a = pf_heap_alloc(N, 16, 1), *b = pf_heap_alloc(N, 16, 1);
     assert_true(a && b);
     gate(0, 1);
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    pf_register_use(a, N, &busy, &h);
-    pf_register_use(a, N, &busy, &h);
+    pf_register_use(a, N, 0, &busy, &h);
+    pf_register_use(a, N, 0, &busy, &h);
     assert_true(t_await(registering_now, NULL)); /* a: being registered, at the gate */
-    pf_register_use(b, N, &busy, &h);
-    pf_register_use(b, N, &busy, &h);
+    pf_register_use(b, N, 0, &busy, &h);
+    pf_register_use(b, N, 0, &busy, &h);
     assert_true(busy); /* b: due */
     pf_heap_free(b);
     gate(0, 0);
@@ -1145,9 +1145,9 @@ static void test_undo_exclusive(void **s)
     assert_int_equal(pthread_create(&t1, NULL, settle_and_mark, &done), 0);
     assert_true(t_await(unregistering_now, (void *)(intptr_t)1));
     unsigned char *q = pf_heap_alloc(N, 16, 0);
-    int busy;
+    size_t busy;
     struct pf_hold h;
-    int held = q == p ? pf_register_use(q, N, &busy, &h) : 0;
+    int held = q == p ? pf_register_use(q, N, 0, &busy, &h) : 0;
     if (held)
         stub_copy((uintptr_t)q, (uintptr_t)q + N, 1);
     gate(1, 0);

@@ -824,6 +824,47 @@ static void test_sync_in_driver(void **s)
                  idle, behind, blocking);
 }
 
+/* The first copy of a context from a block of pinfast's heap: an H2D
+ * registers the block at once and goes direct, where staging would first
+ * pin the context's slots (the fake counts pinfast's cuMemHostAlloc); a
+ * D2H is staged.  (A block over 64 MiB is staged too: over this test's
+ * locked-memory limit, it could not be registered either way.)  Each in a
+ * context of its own; each copy checked. */
+static void test_first_copy_registers(void **s)
+{
+    (void)s;
+    static const struct { size_t block; int d2h, pins; } cases[] = {{N, 0, 0}, {N, 1, 1}};
+    CUdevice device;
+    CK(D.CtxGetDevice(&device));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *b = malloc(cases[i].block);
+        assert_non_null(b);
+        CUcontext ctx;
+        CUdeviceptr d;
+        CK(D.CtxCreate(&ctx, 0, device));
+        CK(D.MemAlloc(&d, N));
+        uint64_t salt = t_rand();
+        t_fill(cases[i].d2h ? pinned : b, N, salt);
+        if (cases[i].d2h)
+            CK(D.MemcpyHtoD(d, pinned, N));
+        t_poison(cases[i].d2h ? b : pinned, N);
+        unsigned long allocs = fake_calls("cuMemHostAlloc");
+        if (cases[i].d2h)
+            CK(D.MemcpyDtoH(b, d, N));
+        else
+            CK(D.MemcpyHtoD(d, b, N));
+        allocs = fake_calls("cuMemHostAlloc") - allocs;
+        if (!cases[i].d2h)
+            CK(D.MemcpyDtoH(pinned, d, N));
+        t_expect_fill(cases[i].d2h ? b : pinned, N, salt, "a context's first copy");
+        CK(D.CtxDestroy(ctx));
+        free(b);
+        if (heap() && !allocs != !cases[i].pins)
+            fail_msg("a context's first %s from a block of %zu MiB: %lu slot pinnings, expected %s",
+                     cases[i].d2h ? "D2H" : "H2D", cases[i].block / MiB, allocs, cases[i].pins ? "some" : "none");
+    }
+}
+
 /* ---- copies the driver is handed as they are, questions, in a registered range ----- */
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 #define HOLD_US 3000
@@ -1299,6 +1340,7 @@ int main(int argc, char **argv)
         CASE(test_own_registrations_several),
         CASE(test_async),
         CASE(test_sync_in_driver),
+        CASE(test_first_copy_registers),
         CASE(test_small_async_beside),
         CASE(test_passed_through),
         CASE(test_threads),

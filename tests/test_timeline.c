@@ -25,10 +25,10 @@
 #define XSTR(x) STR(x)
 #define MAX_CHUNKS 24 /* the log details this many chunks of a copy */
 
-/* An H2D then a D2H of n bytes, checked. */
+/* An H2D then a D2H of n bytes, checked, staged. */
 static int round_trip(size_t n)
 {
-    unsigned char *h = malloc(n), *o = malloc(n);
+    unsigned char *h = t_map(n), *o = t_map(n);
     CUdeviceptr d;
     if (!h || !o || D.MemAlloc(&d, n))
         return 31;
@@ -36,8 +36,8 @@ static int round_trip(size_t n)
     if (rc)
         return rc;
     D.MemFree(d);
-    free(h);
-    free(o);
+    t_unmap(h, n);
+    t_unmap(o, n);
     printf("copied %zu\n", n);
     return 0;
 }

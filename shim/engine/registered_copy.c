@@ -24,6 +24,12 @@
 #define WAKE_EARLY_NS 500000u
 #define LEARN_FROM ((size_t)4 << 20)
 
+/* The largest block an H2D registers at its first sighting, waiting,
+ * where its context has no staging slot yet: registering memory the
+ * program has written takes about 0.05 ms a MiB, pinning the first slots
+ * (cuMemHostAlloc of fresh memory) 0.5 (docs/design.md 4a). */
+#define BEFORE_SLOTS_MAX ((size_t)64 << 20)
+
 /* The link's pace, ns per MiB, per direction (H2D, D2H): `per` once two
  * copies in a row agreed on it (0 until then), `seen` the last one. */
 static struct pace { uint64_t per, seen; } paces[2];
@@ -166,15 +172,31 @@ static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct 
     return r;
 }
 
+/* The largest block x registers at once, waiting for it, rather than be
+ * staged (0: none): an H2D where staging would first pin the context's
+ * slots; an asynchronous one only on an idle stream (else staged, as
+ * below).  A D2H's destination may be untouched, which registering
+ * would fault in. */
+static size_t before_slots(const struct pf_xfer *x, const struct pf_context *c) {
+    return x->dir == PF_DIR_H2D && !__atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) &&
+                   (!x->async || PF_CALL(cuStreamQuery, x->stream) == CUDA_SUCCESS)
+               ? BEFORE_SLOTS_MAX
+               : 0;
+}
+
 int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     if (x->shape) /* its host rows are pitched: staged */
         return 0;
     int debug = pf_log_level() >= PF_DEBUG;
     uint64_t t0 = pf_stamp(debug), t[3] = {t0, t0, t0};
     struct pf_context *c = pf_context_of(x->stream, 0);
-    int busy = 0;
+    size_t busy = 0, first = c && !wait ? before_slots(x, c) : 0;
     struct pf_hold h;
-    int held = !c ? 0 : wait ? pf_register_await(x->host, x->bytes, &h) : pf_register_use(x->host, x->bytes, &busy, &h);
+    int held = !c     ? 0
+               : wait ? pf_register_await(x->host, x->bytes, &h)
+                      : pf_register_use(x->host, x->bytes, first, &busy, &h);
+    if (!held && busy && busy <= first)
+        held = pf_register_await(x->host, x->bytes, &h);
     if (!held) /* being registered: staged, even a copy too small to stage */
         return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier

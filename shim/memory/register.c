@@ -128,7 +128,7 @@ static int hold(struct pf_block *b, size_t n, struct pf_hold *h) {
     return 1;
 }
 
-int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
+int pf_register_use(const void *host, size_t n, size_t first, size_t *busy, struct pf_hold *h) {
     const struct pf_options *o = pf_options();
     int sight = o->reg && n >= o->reg_min;
     *busy = 0;
@@ -145,11 +145,12 @@ int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h) {
         k = hold(b, n, h);
     } else if (b && (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING ||
                      (b->reg == PF_REG_STALE && !pf_reg_in_hand(b, (uintptr_t)host, (uintptr_t)host + n)))) {
-        *busy = 1; /* (register.h) */
-    } else if (b && b->reg == PF_REG_NONE && sight && ++b->sightings >= (unsigned)o->reg_after && ctx) {
+        *busy = b->size; /* (register.h) */
+    } else if (b && b->reg == PF_REG_NONE && sight &&
+               ++b->sightings >= (b->size <= first ? 1u : (unsigned)o->reg_after) && ctx) {
         b->ctx = ctx;
         pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
-        *busy = 1;
+        *busy = b->size;
         start = registrar_state == NONE;
         registrar_state = start ? STARTING : registrar_state;
         pthread_cond_signal(&work);

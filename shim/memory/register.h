@@ -33,13 +33,15 @@ struct pf_hold {
 
 /* A copy of n bytes at host (pageable; no capture under way): 1 when a
  * registration holds all of it, into h, held until pf_register_done; else
- * 0, with *busy set when the copy must be staged, even a small one: a
- * registration over it is due or being made (the driver may take the block
- * for pinned any moment), or retired (passed to the driver, the copy would
- * need it undone first, a wait for the whole device).  From
- * PINFAST_REGISTER_MIN on, counts the sighting of the block, and at its
- * PINFAST_REGISTER_AFTER-th hands it to the registrar. */
-int pf_register_use(const void *host, size_t n, int *busy, struct pf_hold *h);
+ * 0, with *busy set (to the block's size) when the copy must be staged,
+ * even a small one: a registration over it is due or being made (the
+ * driver may take the block for pinned any moment), or retired (passed to
+ * the driver, the copy would need it undone first, a wait for the whole
+ * device).  From PINFAST_REGISTER_MIN on, counts the sighting of the
+ * block, and at its PINFAST_REGISTER_AFTER-th hands it to the registrar;
+ * at its first, a block of up to `first` bytes (the copy would otherwise
+ * pin memory of its own). */
+int pf_register_use(const void *host, size_t n, size_t first, size_t *busy, struct pf_hold *h);
 /* As pf_register_use, for a copy that can be neither staged nor passed
  * through while a registration over it is due or being made: waits for
  * it, making it itself if the registrar has not begun; counts nothing. */
