@@ -767,6 +767,22 @@ static unsigned long sync_calls(void)
            fake_calls("cuMemcpyDtoH_v2_ptds");
 }
 
+/* k checked synchronous round trips through r; returns the driver's
+ * synchronous calls pinfast made for them. */
+static unsigned long sync_round_trips(unsigned char *r, int k, const char *what)
+{
+    unsigned long c0 = sync_calls();
+    for (int i = 0; i < k; i++) {
+        uint64_t a = t_rand();
+        t_fill(r, N, a);
+        CK(D.MemcpyHtoD(dev, r, N));
+        t_poison(r, N);
+        CK(D.MemcpyDtoH(r, dev, N));
+        t_expect_fill(r, N, a, what);
+    }
+    return sync_calls() - c0;
+}
+
 /* Synchronous copies through a registration, on an idle stream, once their
  * DMAs' pace is known to be short: each ends in the driver's synchronous
  * call (the fake counts pinfast's calls), not in an event pinfast waits
@@ -780,30 +796,11 @@ static void test_sync_in_driver(void **s)
     unsigned char *r = malloc(N);
     assert_non_null(r);
     make_registered(r, N);
-    unsigned long idle = 0, behind = 0;
-    for (int i = 0; i < 40; i++) {
-        uint64_t a = t_rand();
-        t_fill(r, N, a);
-        unsigned long c0 = sync_calls();
-        CK(D.MemcpyHtoD(dev, r, N));
-        t_poison(r, N);
-        CK(D.MemcpyDtoH(r, dev, N));
-        t_expect_fill(r, N, a, "a synchronous round trip through a registration");
-        idle += sync_calls() - c0;
-    }
+    unsigned long behind = 0, idle = sync_round_trips(r, 40, "a synchronous round trip through a registration");
     /* in a context whose waits block, the driver's call would sleep past
      * the DMA's end: pinfast waits on its event */
     CK(D.CtxSetFlags(CU_CTX_SCHED_BLOCKING_SYNC));
-    unsigned long b0 = sync_calls();
-    for (int i = 0; i < 10; i++) {
-        uint64_t a = t_rand();
-        t_fill(r, N, a);
-        CK(D.MemcpyHtoD(dev, r, N));
-        t_poison(r, N);
-        CK(D.MemcpyDtoH(r, dev, N));
-        t_expect_fill(r, N, a, "a synchronous round trip through a registration, blocking waits");
-    }
-    unsigned long blocking = sync_calls() - b0;
+    unsigned long blocking = sync_round_trips(r, 10, "a synchronous round trip through a registration, blocking waits");
     CK(D.CtxSetFlags(CU_CTX_SCHED_AUTO));
     /* a per-thread default stream does not wait for the blocking stream */
     for (int on_blocking = 0; on_blocking < (D.ptds ? 1 : 2); on_blocking++) {
