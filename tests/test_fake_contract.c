@@ -1,6 +1,6 @@
 /* test_fake_contract: the fake driver answers like the real one where the
  * real one was measured (H100, driver 580, 2026-11-24:
- * capture_modes.log in docs/results/2026-11-24-h100-contract/logs.txt): capture modes and
+ * capture_modes.log in docs/results/2026-11-24-h100-contract/logs.log): capture modes and
  * the calls they prohibit, cuStreamGetCtx, work on streams of another context,
  * the life of primary and created contexts, mapped pinned and managed memory.
  * The fake's own exports are called directly (a -lcuda program). */

@@ -59,7 +59,7 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
 
 /* Driver queries the oldest fences get at most in one reclaim (each costs
  * ~1.3 us, and 256 in one call held a copy 335 us: bounce-line.log in
- * docs/results/2026-11-24-h100-bounce-and-copy-shapes/logs.txt), beside a search of those in order. */
+ * docs/results/2026-11-24-h100-bounce-and-copy-shapes/logs.log), beside a search of those in order. */
 #define RECLAIM_QUERIES 8
 
 static struct pf_bounce_fence *fence(struct pf_bounce *b, unsigned i) {

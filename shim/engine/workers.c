@@ -32,7 +32,7 @@ static struct pf_task *head, *tail;
  * caller puts a task straight into it.  A chunk's eight tasks then start
  * within 0.3 us, where taken from the queue one after the other they started
  * 0.5-0.7 us apart; 1 MiB copies went from 19.0 to 23.3 GB/s (D2H) and 20.7
- * to 23.5 (H2D) (boxes-sweep.log in docs/results/2026-11-23-h100-engine-worker-boxes/logs.txt).  A box is EMPTY
+ * to 23.5 (H2D) (boxes-sweep.log in docs/results/2026-11-23-h100-engine-worker-boxes/logs.log).  A box is EMPTY
  * (open: its worker will look), CLOSED (its worker copies from the queue,
  * sleeps or never started) or holds the task its worker runs next.  Only a
  * caller fills an EMPTY box; only its worker changes it otherwise. */

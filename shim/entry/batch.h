@@ -43,7 +43,7 @@ int pf_batch_guard_all(const struct batch_abi *b, size_t n, int valid);
  * batch goes to the driver untouched.  Every copy is checked before
  * anything moves, and pinfast takes a batch only when it finds every copy
  * valid: a refused batch has moved the copies before the one refused (H100, batch-probe.log in
- * docs/results/2026-11-24-h100-registration-cache/logs.txt), which only the driver can reproduce, so any doubt
+ * docs/results/2026-11-24-h100-registration-cache/logs.log), which only the driver can reproduce, so any doubt
  * leaves the whole batch to the driver (codes, failIdx and bytes its own).
  * Under a capture the driver refuses batches (900, H100): they pass
  * through, unlooked at.  The copies pinfast does not take go to the driver

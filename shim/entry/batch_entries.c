@@ -83,7 +83,7 @@ static int side_valid(CUdeviceptr p, size_t span) {
  * source is read in the call (DURING_API_CALL, ANY), as staging reads it.
  * One of stream order (STREAM) stays with the driver; so do D2H copies:
  * the driver does not wait for a batch's D2H into pageable memory (H100, batch-probe.log in
- * docs/results/2026-11-24-h100-registration-cache/logs.txt), and staging one would make the program wait. */
+ * docs/results/2026-11-24-h100-registration-cache/logs.log), and staging one would make the program wait. */
 static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
     return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 }

@@ -29,7 +29,7 @@ static size_t span_of(const struct fake_copy *cp, int src)
 
 /* wait_dst: wait for a copy into pageable memory (every copy API but the
  * batches, which do not: seen on the H100, batch-probe.log in
- * docs/results/2026-11-24-h100-registration-cache/logs.txt). */
+ * docs/results/2026-11-24-h100-registration-cache/logs.log). */
 static CUresult submit_copy(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
                             enum fake_mem_kind dkind, int sync, int wait_dst)
 {
@@ -344,7 +344,7 @@ FAKE_API CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, siz
 
 /* ---- batch copies ----------------------------------------------------------------------
  * The rules below were checked on the H100 (driver 580.159.04, CUDA 13.0
- * driver API; batch-probe.log in docs/results/2026-11-24-h100-registration-cache/logs.txt,
+ * driver API; batch-probe.log in docs/results/2026-11-24-h100-registration-cache/logs.log,
  * tests/gpu/probes/batch_errors.c, which
  * prints the driver's answer to each, and tests/gpu/checks/batch.sh, whose
  * 300 random cases the fake now answers as the driver did, code, failIdx

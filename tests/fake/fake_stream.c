@@ -26,7 +26,7 @@
  * work finish).
  *
  * Capture modes (measured on driver 580, capture_modes.log in
- * docs/results/2026-11-24-h100-contract/logs.txt): a call the driver deems potentially unsafe (cuEventQuery,
+ * docs/results/2026-11-24-h100-contract/logs.log): a call the driver deems potentially unsafe (cuEventQuery,
  * cuEventSynchronize, cuStreamSynchronize and cuStreamQuery of any stream,
  * cuMemHostAlloc, cuMemAllocHost, cuMemFreeHost, cuCtxSynchronize) is
  * prohibited while the calling thread's mode is not RELAXED and a capture

@@ -1,7 +1,7 @@
 /* batch_errors: the real driver's answers to bad batches
  * (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync, the 12.8 ABIs with failIdx),
  * each printed beside what the fake driver answers (tests/fake/fake_copy.c;
- * on the H100 on 2026-11-24 (batch-probe.log in docs/results/2026-11-24-h100-registration-cache/logs.txt), the
+ * on the H100 on 2026-11-24 (batch-probe.log in docs/results/2026-11-24-h100-registration-cache/logs.log), the
  * fake was brought to the driver's
  * answer on every line), which the equivalence test
  * (tests/test_batch.c) rests on; and what pinfast assumes of batches
