@@ -1,9 +1,15 @@
-/* A copy is walked with probability p = max(1/N, bytes/4 MiB, t/1 ms)
- * (N = PINFAST_CALLSITES) and then counts 1/p times its calls, bytes and
- * time: an unbiased (Horvitz-Thompson) estimate whose error per site is
- * bounded in docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per
- * frame, so small copies are sampled and long or large ones, where a walk
- * is lost in the copy's own time, are always walked.
+/* A copy is walked with probability p = max(1/N, min(bytes/4 MiB, t/1 ms
+ * at most 1, t/(SHARE w))) (N = PINFAST_CALLSITES, w what a walk costs the
+ * thread now) and then counts 1/p times its calls, bytes and time: an
+ * unbiased (Horvitz-Thompson) estimate whose error per site is bounded in
+ * docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per frame with
+ * warm caches, so small copies are sampled and long or large ones are
+ * walked; but once the program's own memory traffic has evicted the
+ * unwinder's tables a walk takes 15-40 us, 2-6% of a 32 MB copy, so a
+ * copy is never made to bear more than 1/SHARE of its time in walks on
+ * average.  w is the cheapest of the thread's last WALKS_KEPT timed walks
+ * (its first, which pays one-time costs, is not timed): one walk slowed
+ * by preemption does not stop the next copies being walked.
  *
  * The draw is split in two so that a small copy costs a decrement: each
  * thread counts down to its next copy walked at the base rate 1/N (the gaps
@@ -35,6 +41,8 @@
 #define OWN_FRAMES 6 /* at most this many of pinfast's own are on top */
 #define ALWAYS_BYTES (4u << 20)
 #define ALWAYS_NS 1000000
+#define SHARE 100 /* a copy bears at most 1/SHARE of its time in walks */
+#define WALKS_KEPT 4
 #define FIX 256 /* calls are kept in 1/256ths: weights are fractions */
 
 struct counts {
@@ -56,8 +64,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned threads;
 
 __thread struct pf_callsite_countdown pf_callsite_countdown;
-/* Per thread: the random draws, and ALWAYS_NS in ticks. */
-static __thread uint64_t rng, always_ticks;
+/* Per thread: the random draws, ALWAYS_NS in ticks, the walks made and
+ * the last timed ones' costs in ticks (0: none yet). */
+static __thread uint64_t rng, always_ticks, walks, walk_cost[WALKS_KEPT];
 
 static int find_own(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size, (void)data;
@@ -132,10 +141,22 @@ static struct counts *slot_for(void *const *f, int n) {
 
 static int own(const void *ret) { return (uintptr_t)ret >= own_lo && (uintptr_t)ret < own_hi; }
 
+/* What a walk costs this thread now, in ticks (0: not known yet). */
+static uint64_t walk_ticks(void) {
+    uint64_t w = walk_cost[0];
+    for (int i = 1; i < WALKS_KEPT; i++)
+        if (walk_cost[i] && (!w || walk_cost[i] < w))
+            w = walk_cost[i];
+    return w;
+}
+
 static void walk(double p, size_t bytes, uint64_t ticks) {
     pthread_once(&once, init);
     void *b[OWN_FRAMES + FRAMES];
+    uint64_t t0 = pf_ticks();
     int got = backtrace(b, OWN_FRAMES + FRAMES), i = 0;
+    if (walks++)
+        walk_cost[walks % WALKS_KEPT] = pf_ticks_since(t0) | 1;
     while (i < got && !own(b[i])) /* a sanitizer's interceptor of backtrace */
         i++;
     while (i < got && own(b[i]))
@@ -159,9 +180,11 @@ static void setup(int n, struct pf_callsite_countdown *c) {
     c->left = gap(n);
 }
 
-/* The copy the countdown reached, one with p > 1/N, or a thread's first. */
+/* The copy the countdown reached, one with p > 1/N, or a thread's first.
+ * Without a report (PINFAST_STATS=off) nothing reads the sites: no walk. */
 void pf_callsite_sample(size_t bytes, uint64_t ticks) {
-    int n = pf_options()->callsites;
+    const struct pf_options *o = pf_options();
+    int n = o->stats == PF_STATS_OFF ? 0 : o->callsites;
     struct pf_callsite_countdown *c = &pf_callsite_countdown;
     if (!c->left)
         setup(n, c);
@@ -170,13 +193,12 @@ void pf_callsite_sample(size_t bytes, uint64_t ticks) {
     int base = --c->left == 0;
     if (base)
         c->left = gap(n);
-    double q = 1.0 / n, p = q;
-    if ((double)bytes / ALWAYS_BYTES > p)
-        p = (double)bytes / ALWAYS_BYTES;
-    if ((double)ticks / (double)always_ticks > p)
-        p = (double)ticks / (double)always_ticks;
-    if (p > 1)
-        p = 1;
+    double q = 1.0 / n, big = (double)bytes / ALWAYS_BYTES, w = (double)walk_ticks();
+    if ((double)ticks / (double)always_ticks > big)
+        big = (double)ticks / (double)always_ticks;
+    if (w && big > (double)ticks / (SHARE * w))
+        big = (double)ticks / (SHARE * w);
+    double p = big > 1 ? 1 : big > q ? big : q;
     if (base || (p > q && uniform() < (p - q) / (1 - q)))
         walk(p, bytes, ticks);
 }
