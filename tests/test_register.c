@@ -824,41 +824,45 @@ static void test_sync_in_driver(void **s)
 /* The first copy of a context from a block of pinfast's heap: an H2D
  * registers the block at once and goes direct, where staging would first
  * pin the context's slots (the fake counts pinfast's cuMemHostAlloc); a
- * D2H is staged.  (A block over 64 MiB is staged too: over this test's
+ * D2H is staged, as is an H2D of a quarter of its block (the rest may be
+ * untouched).  (A block over 64 MiB is staged too: over this test's
  * locked-memory limit, it could not be registered either way.)  Each in a
  * context of its own; each copy checked. */
 static void test_first_copy_registers(void **s)
 {
     (void)s;
-    static const struct { size_t block; int d2h, pins; } cases[] = {{N, 0, 0}, {N, 1, 1}};
+    static const struct { size_t block, copy; int d2h, pins; } cases[] = {
+        {N, N, 0, 0}, {N, N, 1, 1}, {N, N / 2, 0, 1}};
     CUdevice device;
     CK(D.CtxGetDevice(&device));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = cases[i].copy;
         unsigned char *b = malloc(cases[i].block);
         assert_non_null(b);
         CUcontext ctx;
         CUdeviceptr d;
         CK(D.CtxCreate(&ctx, 0, device));
-        CK(D.MemAlloc(&d, N));
+        CK(D.MemAlloc(&d, n));
         uint64_t salt = t_rand();
-        t_fill(cases[i].d2h ? pinned : b, N, salt);
+        t_fill(cases[i].d2h ? pinned : b, n, salt);
         if (cases[i].d2h)
-            CK(D.MemcpyHtoD(d, pinned, N));
-        t_poison(cases[i].d2h ? b : pinned, N);
+            CK(D.MemcpyHtoD(d, pinned, n));
+        t_poison(cases[i].d2h ? b : pinned, n);
         unsigned long allocs = fake_calls("cuMemHostAlloc");
         if (cases[i].d2h)
-            CK(D.MemcpyDtoH(b, d, N));
+            CK(D.MemcpyDtoH(b, d, n));
         else
-            CK(D.MemcpyHtoD(d, b, N));
+            CK(D.MemcpyHtoD(d, b, n));
         allocs = fake_calls("cuMemHostAlloc") - allocs;
         if (!cases[i].d2h)
-            CK(D.MemcpyDtoH(pinned, d, N));
-        t_expect_fill(cases[i].d2h ? b : pinned, N, salt, "a context's first copy");
+            CK(D.MemcpyDtoH(pinned, d, n));
+        t_expect_fill(cases[i].d2h ? b : pinned, n, salt, "a context's first copy");
         CK(D.CtxDestroy(ctx));
         free(b);
         if (heap() && !allocs != !cases[i].pins)
-            fail_msg("a context's first %s from a block of %zu MiB: %lu slot pinnings, expected %s",
-                     cases[i].d2h ? "D2H" : "H2D", cases[i].block / MiB, allocs, cases[i].pins ? "some" : "none");
+            fail_msg("a context's first %s of %zu MiB from a block of %zu MiB: %lu slot pinnings, expected %s",
+                     cases[i].d2h ? "D2H" : "H2D", n / MiB, cases[i].block / MiB, allocs,
+                     cases[i].pins ? "some" : "none");
     }
 }
 

@@ -27,7 +27,9 @@
 /* The largest block an H2D registers at its first sighting, waiting,
  * where its context has no staging slot yet: registering memory the
  * program has written takes about 0.05 ms a MiB, pinning the first slots
- * (cuMemHostAlloc of fresh memory) 0.5 (docs/design.md 4a). */
+ * (cuMemHostAlloc of fresh memory) 0.5 (docs/design.md 4a).  The copy
+ * must cover three quarters of the block: the rest may never have been
+ * touched, and registering faults it in. */
 #define BEFORE_SLOTS_MAX ((size_t)64 << 20)
 
 /* The link's pace, ns per MiB, per direction (H2D, D2H): `per` once two
@@ -178,9 +180,10 @@ static CUresult direct(const struct pf_xfer *x, const struct pf_hold *h, struct 
  * below).  A D2H's destination may be untouched, which registering
  * would fault in. */
 static size_t before_slots(const struct pf_xfer *x, const struct pf_context *c) {
+    size_t covered = x->bytes + x->bytes / 3;
     return x->dir == PF_DIR_H2D && !__atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) &&
                    (!x->async || PF_CALL(cuStreamQuery, x->stream) == CUDA_SUCCESS)
-               ? BEFORE_SLOTS_MAX
+               ? (covered < BEFORE_SLOTS_MAX ? covered : BEFORE_SLOTS_MAX)
                : 0;
 }
 
