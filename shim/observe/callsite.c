@@ -1,6 +1,6 @@
-/* A copy is walked with probability p = max(1/N, min(bytes/4 MiB, t/1 ms
- * at most 1, t/(SHARE w))) (N = PINFAST_CALLSITES, w what a walk costs the
- * thread now) and then counts 1/p times its calls, bytes and time: an
+/* A copy is walked with probability p = max(1/N, min(max(bytes/4 MiB,
+ * t/1 ms), t/(SHARE w))), at most 1 (N = PINFAST_CALLSITES, w what a walk
+ * costs the thread now), and then counts 1/p times its calls, bytes and time: an
  * unbiased (Horvitz-Thompson) estimate whose error per site is bounded in
  * docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per frame with
  * warm caches, so small copies are sampled and long or large ones are
