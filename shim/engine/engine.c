@@ -240,8 +240,10 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     CUstreamCaptureMode mode = pf_capture_relax();
-    uint64_t cpu = pf_thread_cpu_ns();
     int held = pf_registered_copy(x, 0, result), done = 0;
+    /* the caller's CPU time counts for staged copies only (a system call:
+     * not made for the others) */
+    uint64_t cpu = held > 0 ? 0 : pf_thread_cpu_ns();
     if (held > 0)
         done = PF_PATH_REGISTERED;
     else if ((held < 0 || !x->held_only) && stage_copy(x, result, debug, tl, t0, mark))
