@@ -7,9 +7,12 @@
  * walked; but once the program's own memory traffic has evicted the
  * unwinder's tables a walk takes 15-40 us, 2-6% of a 32 MB copy, so a
  * copy is never made to bear more than 1/SHARE of its time in walks on
- * average.  w is the cheapest of the thread's last WALKS_KEPT timed walks
- * (its first, which pays one-time costs, is not timed): one walk slowed
- * by preemption does not stop the next copies being walked.
+ * average.  w is the mean of the thread's last WALKS_KEPT timed walks
+ * (its first, which pays one-time costs, is not timed): what a copy bears
+ * on average is p times the mean, and the cost of walks varies, a cheap
+ * one (caches still warm) among dear ones.  One walk slowed by preemption
+ * lowers the rate for the next few walks only; the estimate stays
+ * unbiased.
  *
  * The draw is split in two so that a small copy costs a decrement: each
  * thread counts down to its next copy walked at the base rate 1/N (the gaps
@@ -143,11 +146,11 @@ static int own(const void *ret) { return (uintptr_t)ret >= own_lo && (uintptr_t)
 
 /* What a walk costs this thread now, in ticks (0: not known yet). */
 static uint64_t walk_ticks(void) {
-    uint64_t w = walk_cost[0];
-    for (int i = 1; i < WALKS_KEPT; i++)
-        if (walk_cost[i] && (!w || walk_cost[i] < w))
-            w = walk_cost[i];
-    return w;
+    uint64_t sum = 0, n = 0;
+    for (int i = 0; i < WALKS_KEPT; i++)
+        if (walk_cost[i])
+            sum += walk_cost[i], n++;
+    return n ? sum / n : 0;
 }
 
 static void walk(double p, size_t bytes, uint64_t ticks) {
@@ -155,8 +158,6 @@ static void walk(double p, size_t bytes, uint64_t ticks) {
     void *b[OWN_FRAMES + FRAMES];
     uint64_t t0 = pf_ticks();
     int got = backtrace(b, OWN_FRAMES + FRAMES), i = 0;
-    if (walks++)
-        walk_cost[walks % WALKS_KEPT] = pf_ticks_since(t0) | 1;
     while (i < got && !own(b[i])) /* a sanitizer's interceptor of backtrace */
         i++;
     while (i < got && own(b[i]))
@@ -164,6 +165,8 @@ static void walk(double p, size_t bytes, uint64_t ticks) {
     int kept = got - i < FRAMES ? got - i : FRAMES;
     if (kept > 0)
         count(slot_for(b + i, kept), p < 1 ? 1 / p : 1, bytes, ticks);
+    if (walks++) /* the whole walk: its table's lines may be cold too */
+        walk_cost[walks % WALKS_KEPT] = pf_ticks_since(t0) | 1;
 }
 
 /* Without call sites, the countdown never ends and no copy is small enough
