@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pinbench import plots, results, runner, scaling, stats, workloads  # noqa: E402
+from pinbench import plots, resume, results, runner, scaling, stats, workloads  # noqa: E402
 
 
 def log(msg):
@@ -61,6 +61,9 @@ def main(argv=None):
     ap.add_argument("--noise-floor", type=float, default=stats.DEFAULT_NOISE_FLOOR,
                     help="smallest relative difference counted as slower (default 0.05)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run before it is killed")
+    ap.add_argument("--resume", default=None, metavar="RAW",
+                    help="an earlier run's <stem>-raw.jsonl, of the same library and sizes: the "
+                         "workloads it ran to the end are kept, the others run now")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--cpus", default=None,
                     help="run every variant on these CPUs only (e.g. 4,5 or 2-5): on a VM whose "
@@ -99,6 +102,12 @@ def main(argv=None):
             log("--cpus %s: not all of them are available here (%s)"
                 % (a.cpus, ",".join(map(str, sorted(os.sched_getaffinity(0))))))
             return 2
+    earlier = None
+    if a.resume:
+        earlier, why = resume.read(a.resume, a.quick)
+        if why:
+            log("--resume %s: %s; nothing was run" % (a.resume, why))
+            return 2
     # before anything is built or written: nothing to run on, nowhere to write
     why = runner.gpu_problem()
     if why:
@@ -128,6 +137,15 @@ def main(argv=None):
         return 2
     if not a.no_build:
         log("built in %s" % runner.fmt_duration(time.time() - t_build))
+    kept, kept_names = [], []
+    if earlier:  # the library is known only now, when the harness builds it
+        kept, kept_names, why = resume.keep(earlier, selected, a.runs, runner.file_digest(lib))
+        if why:
+            log("--resume %s: %s; nothing was run" % (a.resume, why))
+            return 2
+        jobs = runner.schedule([w for w in selected if w.name not in kept_names], a.runs, a.warmup)
+        log("--resume: %d run(s) of %s kept, %d run(s) to go"
+            % (len(kept), ",".join(kept_names) or "no workload", len(jobs)))
 
     machine = a.machine or runner.machine_name()
     started = datetime.datetime.now()
@@ -137,7 +155,7 @@ def main(argv=None):
     tmp = tempfile.mkdtemp(prefix="pinbench-")
     warm_tmp = tempfile.mkdtemp(prefix="pinbench-warmup-")
 
-    raw, observed, skipped = [], {}, set()
+    raw, observed, skipped = list(kept), {}, set()
     t_start = time.time()
     # A time limit's SIGTERM (tests/gpu/checks/quick.sh) or a ^C ends the
     # runs, not the harness: the workload's child is killed by subprocess.run
@@ -178,13 +196,13 @@ def main(argv=None):
     ran_s = time.time() - t_start
     if stopped:
         log("stopped by %s at run %d of %d, after %s: writing the %d runs done"
-            % (stopped[0], stopped[1] + 1, len(jobs), runner.fmt_duration(ran_s), len(raw)))
+            % (stopped[0], stopped[1] + 1, len(jobs), runner.fmt_duration(ran_s), len(raw) - len(kept)))
 
     # Keep pinfast's own exit reports next to the results.
     stats_out = prefix + "-pinfast-stats"
-    if any(r["stats_files"] for r in raw):
+    if any(r["stats_files"] for r in raw[len(kept):]):
         shutil.copytree(tmp, stats_out, dirs_exist_ok=True)
-        for r in raw:
+        for r in raw[len(kept):]:  # the kept runs' reports stay where the earlier run put them
             r["stats_files"] = [os.path.join(stats_out, os.path.relpath(p, tmp)) for p in r["stats_files"]]
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(warm_tmp, ignore_errors=True)
@@ -207,6 +225,8 @@ def main(argv=None):
         f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
                 "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
                 "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
+        if kept_names:
+            f.write(resume.describe(a.resume, kept_names))
         if stopped:
             f.write("**Stopped** by %s at run %d of %d: the later workloads have fewer runs or "
                     "none.\n\n" % (stopped[0], stopped[1] + 1, len(jobs)))

@@ -369,6 +369,62 @@ class TestEndToEnd(unittest.TestCase):
         with open(os.path.join(top, ".gitignore")) as f:
             self.assertIn("/results/", f.read().split())
 
+    def raw_of(self, out):
+        return [os.path.join(out, f) for f in os.listdir(out) if f.endswith("-raw.jsonl")][0]
+
+    def test_resume_keeps_finished_workloads(self):
+        """--resume of a run stopped in its second workload: the first is
+        kept, the second, begun, is run again whole; the results and the
+        raw runs hold both."""
+        first = os.path.join(self.tmp.name, "first")
+        cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
+               "--lib", self.lib, "--out", first, "--machine", "testbox", "--runs", "2",
+               "--warmup", "0", "--workloads", "sweep,small", "--no-fail"]
+        env = dict(os.environ, PINBENCH_GPU="yes", FAKE_SLEEP="0.2")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for line in p.stderr:           # small's second run started: its first done
+            if line.startswith("[  8/12]"):
+                time.sleep(0.1)
+                p.send_signal(signal.SIGTERM)
+                break
+        p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        raw = self.raw_of(first)
+        p = self.bench("--workloads", "sweep,small", "--warmup", "0", "--no-fail", "--resume", raw)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("bench: --resume: 6 run(s) of sweep kept, 6 run(s) to go", p.stderr)
+        self.assertNotIn("sweep", self.progress(p))
+        self.assertEqual(self.progress(p).count("small"), 6)
+        self.assertIn("2.00x", p.stdout)    # sweep, from the earlier run
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("Runs of sweep taken up from %s (--resume)" % os.path.basename(raw), f.read())
+        with open(self.raw_of(self.out)) as f:
+            runs = [json.loads(line) for line in f]
+        self.assertEqual(sorted((r["workload"], r["variant"], r["run"]) for r in runs),
+                         sorted((w, v, k) for w in ("sweep", "small") for v in ("plain", "pinfast", "pinned")
+                                for k in (0, 1)))
+
+    def test_resume_refuses_another_library_or_size(self):
+        first = os.path.join(self.tmp.name, "first")
+        p = self.bench("--workloads", "sweep", "--out", first)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        raw = self.raw_of(first)
+        other = os.path.join(self.tmp.name, "other.so")
+        with open(other, "w") as f:
+            f.write("another build")
+        p = self.bench("--workloads", "sweep", "--resume", raw, "--quick")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("it ran the full sizes; nothing was run", p.stderr)
+        p = self.bench("--workloads", "sweep", "--resume", raw[:-len("-raw.jsonl")] + ".md")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not a file of raw runs", p.stderr)
+        self.assertFalse(os.path.exists(self.out))     # refused before anything
+        p = self.bench("--workloads", "sweep", "--resume", raw, "--lib", other)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is not this one", p.stderr)
+        self.assertEqual(self.progress(p), "")
+
     def test_failed_workload_fails(self):
         p = self.bench("--workloads", "compute")
         self.assertEqual(p.returncode, 1)
