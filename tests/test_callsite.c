@@ -220,7 +220,7 @@ static void test_exact(void **state) {
     char *r = run("two", "1", "json");
     if (!r)
         return;
-    assert_non_null(strstr(r, "{\"schema\":\"pinfast-report/1.4\","));
+    assert_non_null(strstr(r, "{\"schema\":\"pinfast-report/1.5\","));
     assert_non_null(strstr(r, ",\n\"callsites\":{\"sampling\":1,\"sites\":["));
     check_exact(r, "copy_from_a", NBIG, (unsigned long long)NBIG * BIG);
     check_exact(r, "copy_from_b", NSMALL, (unsigned long long)NSMALL * SMALL);

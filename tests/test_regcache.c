@@ -717,13 +717,15 @@ static int direct(void *arg)
 
 static void *block_base(void *p) { return (void *)((uintptr_t)p & ~(2 * MiB - 1)); }
 
-/* A new block of n bytes (calloc's: never a kept one), copied twice
- * (staged: the second hands it to the registrar), then registered. */
+/* A new block of n bytes (calloc's: never a kept one), written (a block
+ * never touched is not registered), copied twice (staged: the second hands
+ * it to the registrar), then registered. */
 static unsigned char *registered_block(size_t n)
 {
     atomic_store(&never_refuse, 1);
     unsigned char *p = pf_heap_alloc(n, 16, 1);
     assert_non_null(p);
+    memset(p, 1, n);
     assert_int_equal((uintptr_t)p % (2 * MiB), 64); /* a glibc-style header below it */
     struct range r = {p, n};
     size_t busy;
@@ -1039,6 +1041,7 @@ static void test_context_gone_while_registering(void **s)
     atomic_store(&never_refuse, 1);
     unsigned char *p = pf_heap_alloc(N, 16, 0);
     assert_non_null(p);
+    memset(p, 1, N); /* a block never touched is not registered */
     struct range r = {p, N};
     long undone = atomic_load(&unregisters);
     gate(0, 1);
@@ -1080,6 +1083,8 @@ static void test_free_due(void **s)
     atomic_store(&never_refuse, 1);
     unsigned char *a = pf_heap_alloc(N, 16, 1), *b = pf_heap_alloc(N, 16, 1);
     assert_true(a && b);
+    memset(a, 1, N); /* blocks never touched are not registered */
+    memset(b, 1, N);
     gate(0, 1);
     size_t busy;
     struct pf_hold h;
@@ -1290,6 +1295,48 @@ static void test_program_registration_freed_first(void **s)
     settle_all();
 }
 
+static int untouched_counted(void *arg)
+{
+    struct pf_register_stats st;
+    pf_register_stats(&st);
+    return st.untouched > *(const unsigned long long *)arg;
+}
+
+/* A block never touched (calloc's, a new mapping, copied from as it came)
+ * is not registered: registering would make its pages resident.  It is
+ * counted and measured again only after twice as many copies; written by
+ * then, it is registered. */
+static void test_untouched_not_registered(void **s)
+{
+    (void)s;
+    atomic_store(&never_refuse, 1);
+    unsigned char *p = pf_heap_alloc(N, 16, 1);
+    assert_non_null(p);
+    struct pf_register_stats st;
+    pf_register_stats(&st);
+    unsigned long long before = st.untouched;
+    size_t busy;
+    struct pf_hold h;
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
+    assert_true(busy); /* due */
+    if (!t_await(untouched_counted, &before))
+        fail_msg("a block never touched was not found so");
+    assert_false(stub_has(block_base(p)));
+    memset(p, 1, N);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
+        assert_false(busy); /* not due again before four copies */
+    }
+    assert_int_equal(pf_register_use(p, N, 0, &busy, &h), 0);
+    assert_true(busy);
+    struct range r = {p, N};
+    if (!t_await(direct, &r))
+        fail_msg("a block written since it was found untouched was not registered");
+    pf_heap_free(p);
+    settle_all();
+}
+
 /* A block refused at the cap is tried again for its next owner, once a
  * settle made room. */
 static void test_refused_next_owner(void **s)
@@ -1298,6 +1345,8 @@ static void test_refused_next_owner(void **s)
     const size_t n = 2 * MiB; /* three such blocks pass the 6 MiB cap */
     unsigned char *a = registered_block(n), *b = registered_block(n);
     unsigned char *c = pf_heap_alloc(n, 16, 1);
+    assert_non_null(c);
+    memset(c, 1, n); /* a block never touched is not registered */
     struct range r = {c, n};
     for (int i = 0; i < 4; i++)
         assert_false(direct(&r));
@@ -1368,6 +1417,7 @@ int main(void)
         cmocka_unit_test_setup(test_kept_registered, fresh_start),
         cmocka_unit_test_setup(test_changed_retires, fresh_start),
         cmocka_unit_test_setup(test_calloc_not_kept, fresh_start),
+        cmocka_unit_test_setup(test_untouched_not_registered, fresh_start),
         cmocka_unit_test_setup(test_realloc_registered_grows, fresh_start),
         cmocka_unit_test_setup(test_realloc_registered_moves, fresh_start),
         cmocka_unit_test_setup(test_program_registration, fresh_start),

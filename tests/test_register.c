@@ -866,6 +866,43 @@ static void test_first_copy_registers(void **s)
     }
 }
 
+/* The resident pages among the whole pages of [p, p+n). */
+static size_t resident_pages(unsigned char *p, size_t n)
+{
+    unsigned char *lo = page_up(p), v[1024];
+    size_t pages = (size_t)(p + n - lo) / PAGE, k = 0;
+    assert_true(pages <= sizeof v);
+    assert_int_equal(mincore(lo, pages * PAGE, v), 0);
+    for (size_t i = 0; i < pages; i++)
+        k += v[i] & 1;
+    return k;
+}
+
+/* A block the program uses the start of (a buffer allocated large, filled
+ * small), copied again and again: registered as far as it was touched and
+ * no further.  Registering pins every page, and the pages never touched
+ * would become resident: the program would see its memory grow.  (With
+ * huge pages on always, the kernel faults in the whole 2 MiB page the
+ * used part ends in: the rest starts after it.) */
+static void test_registers_what_was_touched(void **s)
+{
+    (void)s;
+    size_t block = 3 * MiB, used = MiB;
+    unsigned char *b = malloc(block);
+    assert_non_null(b);
+    for (int i = 0; i < 3; i++)
+        round_trip(b, used, "the used start of a block");
+    if (heap() && !t_await(fake_registered_at, b))
+        fail_msg("the used start of a block copied three times was not registered");
+    unsigned char *rest = (unsigned char *)(((uintptr_t)b + used + BLK - 1) & ~(uintptr_t)(BLK - 1));
+    size_t n = (size_t)(b + block - rest), resident = resident_pages(rest, n);
+    if (heap() && (resident || fake_registered_at(b + block - 1)))
+        fail_msg("%zu of the %zu pages the program never touched were made resident%s", resident, n / PAGE,
+                 fake_registered_at(b + block - 1) ? ", registered" : "");
+    round_trip(b, used, "the used start of a block, registered");
+    free(b);
+}
+
 /* ---- copies the driver is handed as they are, questions, in a registered range ----- */
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 #define HOLD_US 3000
@@ -1066,6 +1103,8 @@ static const char *child_dir(const char *tag, const char *name, char *path, size
 static int child_start_registered(size_t n, unsigned char **h, unsigned char **o, CUdeviceptr *d)
 {
     int rc = child_start(n, h, o, d, 0);
+    if (!rc) /* written: a block never touched is not registered */
+        memset(*h, 1, n);
     for (int i = 0; i < 2 && !rc; i++)
         rc = D.MemcpyHtoD(*d, *h, n) ? 45 : 0;
     if (!rc && t_pinfast() && OWN_MALLOC && !t_await(fake_registered_at, *h))
@@ -1342,6 +1381,7 @@ int main(int argc, char **argv)
         CASE(test_async),
         CASE(test_sync_in_driver),
         CASE(test_first_copy_registers),
+        CASE(test_registers_what_was_touched),
         CASE(test_small_async_beside),
         CASE(test_passed_through),
         CASE(test_threads),

@@ -18,8 +18,13 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+/* A block found touched too little waits for PINFAST_REGISTER_AFTER
+ * copies times 2^untouched before it is measured again, at most this. */
+#define UNTOUCHED_MAX 6
 
 static size_t cap_bytes;
 static pthread_cond_t work = PTHREAD_COND_INITIALIZER; /* the registrar's */
@@ -42,17 +47,69 @@ static size_t cap(void) {
     return cap_bytes = c;
 }
 
-/* Registers b (DUE) unless that would pass the cap: then it is staged from
- * now on (nothing registered is undone to make room: that waits for the
- * device).  b is MAKING and held meanwhile, so that copies over it are
- * staged and an undo waits for it (lock held; dropped meanwhile). */
+/* The bytes from b's start the program has touched: its pages resident
+ * from the first on (mincore), whole pages.  Registering pins every page,
+ * and one never touched would become resident, which the program sees in
+ * its memory's size: only this prefix is registered.  Lock dropped
+ * meanwhile (b MAKING and held). */
+static size_t touched_prefix(const struct pf_block *b) {
+    uintptr_t base = b->base;
+    size_t size = b->size, at = 0, page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char v[4096]; /* 16 MiB of 4 KiB pages a call */
+    pf_heap_unlock();
+    while (at < size) {
+        size_t n = size - at < sizeof v * page ? size - at : sizeof v * page, pages = (n + page - 1) / page, k = 0;
+        if (mincore((void *)(base + at), n, v))
+            break;
+        while (k < pages && (v[k] & 1))
+            k++;
+        at += k * page;
+        if (k < pages)
+            break;
+    }
+    pf_heap_lock();
+    return at < size ? at : size;
+}
+
+/* b (DUE) is MAKING while its touched prefix is measured: copies over it
+ * are staged, an undo waits.  0: nothing to register (retired or orphaned
+ * meanwhile, or less than PINFAST_REGISTER_MIN touched: then tried again
+ * after twice as many copies as the last time). */
+static size_t measure(struct pf_block *b) {
+    b->reg_len = 0;
+    pf_reg_set(b, PF_REG_MAKING);
+    b->orphan = 0;
+    b->refs++;
+    size_t len = touched_prefix(b);
+    b->refs--;
+    int still = b->reg == PF_REG_MAKING && !b->orphan;
+    pf_reg_set(b, PF_REG_NONE);
+    if (still && len < pf_options()->reg_min) {
+        pf_reg_.stats.untouched++;
+        b->sightings = 0;
+        b->untouched += b->untouched < UNTOUCHED_MAX;
+    }
+    return still && len >= pf_options()->reg_min ? len : 0;
+}
+
+/* Registers the touched prefix of b (DUE) unless that would pass the cap:
+ * then it is staged from now on (nothing registered is undone to make
+ * room: that waits for the device).  b is MAKING and held meanwhile, so
+ * that copies over it are staged and an undo waits for it (lock held;
+ * dropped meanwhile). */
 static void registering(struct pf_block *b) {
-    if (pf_reg_.held + b->size > cap()) {
-        pf_reg_.stats.over_cap++;
-        pf_reg_set(b, PF_REG_REFUSED);
+    size_t len = measure(b);
+    if (!len) {
+        pf_reg_released();
         return;
     }
-    b->reg_len = b->size;
+    if (pf_reg_.held + len > cap()) {
+        pf_reg_.stats.over_cap++;
+        pf_reg_set(b, PF_REG_REFUSED);
+        pf_reg_released();
+        return;
+    }
+    b->reg_len = len;
     pf_reg_set(b, PF_REG_MAKING);
     b->orphan = 0;
     b->refs++;
@@ -64,7 +121,7 @@ static void registering(struct pf_block *b) {
         pf_reg_.stats.registered++;
         if (b->reg == PF_REG_MAKING) /* else retired meanwhile: STALE */
             pf_reg_set(b, PF_REG_LIVE);
-        pf_msg(PF_DEBUG, "registered %zu bytes at %p", b->reg_len, (void *)b->base);
+        pf_msg(PF_DEBUG, "registered %zu of %zu bytes at %p", b->reg_len, b->size, (void *)b->base);
     } else {
         /* the locked-memory limit, the program's own registration made
          * meanwhile by a raw call: this block is staged from now on */
@@ -147,7 +204,7 @@ int pf_register_use(const void *host, size_t n, size_t first, size_t *busy, stru
                      (b->reg == PF_REG_STALE && !pf_reg_in_hand(b, (uintptr_t)host, (uintptr_t)host + n)))) {
         *busy = b->size; /* (register.h) */
     } else if (b && b->reg == PF_REG_NONE && sight &&
-               ++b->sightings >= (b->size <= first ? 1u : (unsigned)o->reg_after) && ctx) {
+               ++b->sightings >= (b->size <= first ? 1u : (unsigned)o->reg_after) << b->untouched && ctx) {
         b->ctx = ctx;
         pf_reg_set(b, PF_REG_DUE); /* this copy is staged; the registrar registers it */
         *busy = b->size;

@@ -1,4 +1,4 @@
-/* The report as JSON (schema pinfast-report/1.4, docs/report.md). */
+/* The report as JSON (schema pinfast-report/1.5, docs/report.md). */
 #include "report.h"
 #include "../base/options.h"
 
@@ -61,7 +61,7 @@ static void callsites_json(struct pf_out *o) {
 }
 
 void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats *e, const struct pf_pool_stats *pl) {
-    pf_put(o, "{\"schema\":\"pinfast-report/1.4\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[", (int)getpid(),
+    pf_put(o, "{\"schema\":\"pinfast-report/1.5\",\"pid\":%d,\"wall_seconds\":%.6f,\n\"transfers\":[", (int)getpid(),
            wall);
     const char *sep = "\n";
     for (int a = 0; a < PF_COPY_API_COUNT; a++)
@@ -117,9 +117,10 @@ void pf_report_json(struct pf_out *o, double wall, const struct pf_engine_stats 
            e->reg.peak_kept_bytes, e->reg.forks, e->reg.fork_seconds, e->reg.fork_registered_bytes);
     double saved, saved_cpu;
     if (pf_register_saved(e, &saved, &saved_cpu))
-        pf_put(o, "\"saved_seconds\":%.6f,\"saved_cpu_seconds\":%.6f},\n", saved, saved_cpu);
+        pf_put(o, "\"saved_seconds\":%.6f,\"saved_cpu_seconds\":%.6f,", saved, saved_cpu);
     else
-        pf_put(o, "\"saved_seconds\":null,\"saved_cpu_seconds\":null},\n");
+        pf_put(o, "\"saved_seconds\":null,\"saved_cpu_seconds\":null,");
+    pf_put(o, "\"untouched\":%llu},\n", e->reg.untouched);
     report_extras_json(o, wall, e, pl);
     if (pf_options()->callsites)
         callsites_json(o);

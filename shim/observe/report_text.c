@@ -96,13 +96,14 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
     if (e->reg.registered + e->reg.refused + e->reg.heap_blocks) {
         pf_put(o,
                "pinfast: heap: %llu large blocks served, %llu reused, %llu given back, %.1f MiB kept "
-               "(peak %.1f); registrations: %llu made (%llu refused, %llu over the cap), %llu retired as "
+               "(peak %.1f); registrations: %llu made (%llu refused, %llu over the cap, %llu left as too little "
+               "of the block was touched), %llu retired as "
                "their memory changed, %llu undone, %llu copies passed through over one, %llu of the "
                "program's answered from one; %llu copies of %.1f MiB through them, %.1f MiB registered "
                "at most, %.3f s registering",
                e->reg.heap_blocks, e->reg.heap_reused, e->reg.heap_released, e->reg.kept_bytes / 1048576.0,
-               e->reg.peak_kept_bytes / 1048576.0, e->reg.registered, e->reg.refused, e->reg.over_cap, e->reg.retired,
-               e->reg.undone, e->reg.guarded, e->reg.handed, e->reg.copies, e->reg.bytes / 1048576.0,
+               e->reg.peak_kept_bytes / 1048576.0, e->reg.registered, e->reg.refused, e->reg.over_cap, e->reg.untouched,
+               e->reg.retired, e->reg.undone, e->reg.guarded, e->reg.handed, e->reg.copies, e->reg.bytes / 1048576.0,
                e->reg.peak_bytes / 1048576.0, e->reg.register_seconds);
         if (pf_register_saved(e, &saved, &saved_cpu))
             pf_put(o, "; against this run's staging they saved %.3f s and %.3f s of CPU", saved, saved_cpu);

@@ -219,7 +219,9 @@ static int registrations(struct p *p, struct rep_registrations *w)
         key(p, "fork_seconds") || num(p, &w->fork_seconds) || lit(p, ',') ||
         count(p, "fork_registered_bytes", &w->fork_registered_bytes) || lit(p, ',') ||
         key(p, "saved_seconds") || num_or_null(p, &w->saved_seconds) || lit(p, ',') ||
-        key(p, "saved_cpu_seconds") || num_or_null(p, &w->saved_cpu_seconds) || lit(p, '}') ? -1 : 0;
+        key(p, "saved_cpu_seconds") || num_or_null(p, &w->saved_cpu_seconds) ||
+        (strcmp(p->r->schema, "pinfast-report/1.5") >= 0 &&
+         (lit(p, ',') || count(p, "untouched", &w->untouched))) || lit(p, '}') ? -1 : 0;
 }
 
 /* Skips one JSON value: sections that later versions add after the pool. */

@@ -30,7 +30,7 @@ struct rep_pool {
  * -1 when null: nothing to compare with) */
 struct rep_registrations {
     int present;
-    long long registered, refused, retired, undone, guarded, handed, over_cap, copies, bytes, live,
+    long long registered, refused, retired, undone, guarded, handed, over_cap, untouched, copies, bytes, live,
         live_bytes, peak_bytes;
     long long heap_blocks, heap_reused, heap_released, kept_bytes, peak_kept_bytes; /* pinfast's heap */
     long long forks, fork_registered_bytes; /* fork(), and the bytes registered at it */
