@@ -168,7 +168,7 @@ static CUresult stub_ctx_pop(CUcontext *ctx) { (void)ctx; return CUDA_SUCCESS; }
  * unregistrations (1) here until the gate opens (5 s at most). */
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
-static int gated[2], waiting[2];
+static int gated[3], waiting[3];
 
 static void gate_wait(int which)
 {
@@ -201,6 +201,15 @@ static int at_gate(int which)
 }
 
 static int registering_now(void *arg) { (void)arg; return at_gate(0) > 0; }
+static int measuring_now(void *arg) { (void)arg; return at_gate(2) > 0; }
+
+/* mincore, as the registrar measures what of a block was touched: held at
+ * gate 2 while it is closed. */
+int mincore(void *addr, size_t length, unsigned char *vec)
+{
+    gate_wait(2);
+    return (int)syscall(SYS_mincore, addr, length, vec);
+}
 static int unregistering_now(void *arg) { return at_gate(1) >= (int)(intptr_t)arg; }
 
 static atomic_int never_refuse; /* the single-threaded cases need their registrations made */
@@ -1337,6 +1346,41 @@ static void test_untouched_not_registered(void **s)
     settle_all();
 }
 
+static int released_more(void *arg)
+{
+    struct pf_heap_stats h;
+    pf_heap_stats(&h);
+    return h.released > *(const unsigned long long *)arg;
+}
+
+/* A block retired and freed while the registrar measures what of it was
+ * touched: nothing is registered, and the block, whose memory the program
+ * changed, goes back to the system. */
+static void test_freed_while_measured(void **s)
+{
+    (void)s;
+    atomic_store(&never_refuse, 1);
+    unsigned char *p = pf_heap_alloc(N, 16, 1);
+    assert_non_null(p);
+    memset(p, 1, N);
+    struct pf_heap_stats st;
+    pf_heap_stats(&st);
+    unsigned long long before = st.released;
+    gate(2, 1);
+    size_t busy;
+    struct pf_hold h;
+    pf_register_use(p, N, 0, &busy, &h);
+    pf_register_use(p, N, 0, &busy, &h);
+    assert_true(t_await(measuring_now, NULL));
+    pf_register_changed((uintptr_t)p, (uintptr_t)p + 4096);
+    pf_heap_free(p);
+    gate(2, 0);
+    if (!t_await(released_more, &before))
+        fail_msg("a block retired and freed while measured was never given back");
+    assert_false(stub_has(block_base(p)));
+    settle_all();
+}
+
 /* A block refused at the cap is tried again for its next owner, once a
  * settle made room. */
 static void test_refused_next_owner(void **s)
@@ -1418,6 +1462,7 @@ int main(void)
         cmocka_unit_test_setup(test_changed_retires, fresh_start),
         cmocka_unit_test_setup(test_calloc_not_kept, fresh_start),
         cmocka_unit_test_setup(test_untouched_not_registered, fresh_start),
+        cmocka_unit_test_setup(test_freed_while_measured, fresh_start),
         cmocka_unit_test_setup(test_realloc_registered_grows, fresh_start),
         cmocka_unit_test_setup(test_realloc_registered_moves, fresh_start),
         cmocka_unit_test_setup(test_program_registration, fresh_start),

@@ -84,6 +84,8 @@ static size_t measure(struct pf_block *b) {
     b->refs--;
     int still = b->reg == PF_REG_MAKING && !b->orphan;
     pf_reg_set(b, PF_REG_NONE);
+    if (b->state == PF_BLOCK_HELD && !b->nhands) /* retired and freed meanwhile: nothing holds it */
+        pf_heap_release(b);
     if (still && len < pf_options()->reg_min) {
         pf_reg_.stats.untouched++;
         b->sightings = 0;
