@@ -948,6 +948,31 @@ static void test_small_async_beside(void **s)
     free(r);
 }
 
+/* Copies too small to stage from a block no registration holds (nor is
+ * due or being made), while another block is registered: passed to the
+ * driver without a question of pinfast's, as when nothing is registered
+ * (the engine's first is cuStreamIsCapturing). */
+static void test_small_copies_beside_ask_nothing(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt), *q = malloc(BLK);
+    assert_non_null(q);
+    size_t n = 64 * 1024;
+    t_fill(q, n, salt);
+    unsigned long asked = fake_calls("cuStreamIsCapturing");
+    for (int i = 0; i < 8; i++)
+        CK(D.MemcpyHtoD(dev, q, n));
+    asked = fake_calls("cuStreamIsCapturing") - asked;
+    t_poison(pinned, n);
+    CK(D.MemcpyDtoH(pinned, dev, n));
+    t_expect_fill(pinned, n, salt, "a small copy beside a registered block");
+    if (heap() && asked)
+        fail_msg("%lu capture questions for 8 small copies from a block no registration holds", asked);
+    free(q);
+    free(r);
+}
+
 static void test_passed_through(void **s)
 {
     (void)s;
@@ -1383,6 +1408,7 @@ int main(int argc, char **argv)
         CASE(test_first_copy_registers),
         CASE(test_registers_what_was_touched),
         CASE(test_small_async_beside),
+        CASE(test_small_copies_beside_ask_nothing),
         CASE(test_passed_through),
         CASE(test_threads),
         CASE(test_exit),

@@ -52,10 +52,11 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     *noted = 0;
     void *host = (void *)(rt.dir == PF_DIR_H2D ? src : dst);
     /* too small to stage: taken only when a registration of pinfast's holds
-     * it (the driver would take that memory for pinned) */
+     * it, or is due or being made (the driver would take that memory for
+     * pinned); asked without a driver call first, as most are not */
     int held_only = !rt.stage && !rt.bounce;
-    if (held_only &&
-        !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n)))
+    if (held_only && !(rt.host == PF_MEM_PAGEABLE && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+                       pf_register_near(host, n) && !pf_register_quiet(host, n)))
         return 0;
     /* memory a registration of pinfast's holds (or is due to) is bounced
      * all the same: passed through, the copy would be waited for */

@@ -38,7 +38,11 @@ int pf_register_quiet(const void *p, size_t n) {
         return 1;
     int loud = 0;
     pf_heap_lock();
-    pf_reg_each_meeting(lo, hi, loud_one, &loud);
+    struct pf_block *b = pf_heap_find(lo); /* most ranges lie in one block: no walk over all */
+    if (b && b->state != PF_BLOCK_UNUSED && hi <= b->base + b->size)
+        loud_one(b, &loud);
+    else
+        pf_reg_each_meeting(lo, hi, loud_one, &loud);
     pf_heap_unlock();
     return !loud;
 }
