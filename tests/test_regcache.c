@@ -1311,8 +1311,8 @@ static int untouched_counted(void *arg)
     return st.untouched > *(const unsigned long long *)arg;
 }
 
-/* A block never touched (calloc's, a new mapping, copied from as it came)
- * is not registered: registering would make its pages resident.  It is
+/* A block never touched (calloc's, a new mapping) is not registered:
+ * registering would make its pages resident.  It is
  * counted and measured again only after twice as many copies; written by
  * then, it is registered. */
 static void test_untouched_not_registered(void **s)
