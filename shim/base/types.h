@@ -33,7 +33,7 @@ struct pf_register_stats {
     unsigned long long guarded;             /* copies passed to the driver over one, waited for */
     unsigned long long handed;              /* the program's registrations answered from one */
     unsigned long long over_cap;            /* blocks staged as registering them would pass the cap */
-    unsigned long long untouched;           /* blocks found with too little touched to register */
+    unsigned long long untouched;           /* blocks due found not touched whole: left unregistered */
     unsigned long long copies, bytes;       /* through them */
     unsigned long long live, live_bytes, peak_bytes;
     unsigned long long heap_blocks, heap_reused, heap_released; /* blocks served new, reused, given back */

@@ -40,7 +40,7 @@ struct pf_block {
     uint8_t nhands;      /* the program's registrations over it, hand[0, nhands) */
     uint16_t hands_lost; /* PROGRAM: registrations of the program's past hand[]'s room */
     uint8_t orphan;      /* MAKING: its context was destroyed meanwhile */
-    uint8_t untouched;   /* times found touched too little to register: it waits longer each time */
+    uint8_t untouched;   /* times found not touched whole: it waits longer each time */
     uint8_t undoing;     /* its registration is being undone: no copy takes it, no other undo */
     uint32_t gen;        /* bumped as the record is given back: one who waited knows it is another block's now */
     int refs;            /* copies through its registration under way, and its registering */

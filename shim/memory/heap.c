@@ -324,8 +324,13 @@ size_t pf_heap_usable(const void *p) {
 }
 
 /* b grows in place to `need` bytes when the units after it are free, as
- * glibc's mremap would (lock held): 1 then. */
+ * glibc's mremap would (lock held): 1 then.  Never while a registration
+ * of pinfast's holds it, or may be made: the driver refuses a copy that
+ * runs from a registration into memory past its end, so the grown part
+ * would make copies across the old end fail. */
 static int grow(struct pf_block *b, size_t need) {
+    if (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING || b->reg == PF_REG_LIVE || b->reg == PF_REG_STALE)
+        return 0;
     uint32_t units = (uint32_t)((need + UNIT - 1) / UNIT), end = unit_of(b->base) + b->units, more = units - b->units;
     if (units > b->units && !pf_units_free_at(end, more))
         return 0;

@@ -43,7 +43,8 @@ void pf_heap_free(void *p);
 /* The bytes usable at p, a block of the heap. */
 size_t pf_heap_usable(const void *p);
 /* p, a block of the heap, resized: in place when it fits, else moved by a
- * copy (a registered block is never unregistered for it). */
+ * copy (a registered block is never unregistered for it, nor grown in
+ * place). */
 void *pf_heap_realloc(void *p, size_t n, void *(*other)(size_t));
 /* Warm blocks kept unregistered are given back (malloc_trim). */
 void pf_heap_trim(void);

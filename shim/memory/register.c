@@ -22,7 +22,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* A block found touched too little waits for PINFAST_REGISTER_AFTER
+/* A block found not touched whole waits for PINFAST_REGISTER_AFTER
  * copies times 2^untouched before it is measured again, at most this. */
 #define UNTOUCHED_MAX 6
 
@@ -48,10 +48,8 @@ static size_t cap(void) {
 }
 
 /* The bytes from b's start the program has touched: its pages resident
- * from the first on (mincore), whole pages.  Registering pins every page,
- * and one never touched would become resident, which the program sees in
- * its memory's size: only this prefix is registered.  Lock dropped
- * meanwhile (b MAKING and held). */
+ * from the first on (mincore), whole pages.  Lock dropped meanwhile (b
+ * MAKING and held). */
 static size_t touched_prefix(const struct pf_block *b) {
     uintptr_t base = b->base;
     size_t size = b->size, at = 0, page = (size_t)sysconf(_SC_PAGESIZE);
@@ -71,30 +69,36 @@ static size_t touched_prefix(const struct pf_block *b) {
     return at < size ? at : size;
 }
 
-/* b (DUE) is MAKING while its touched prefix is measured: copies over it
- * are staged, an undo waits.  0: nothing to register (retired or orphaned
- * meanwhile, or less than PINFAST_REGISTER_MIN touched: then tried again
- * after twice as many copies as the last time). */
+/* b (DUE) is MAKING while what of it the program touched is measured:
+ * copies over it are staged, an undo waits.  A block is registered whole
+ * or not at all: registering pins every page, and one never touched would
+ * become resident (the program would see its memory grow); and the driver
+ * refuses a copy that runs from a registration into memory past its end
+ * (tests/gpu/probes/probe_reg_pieces.c), so a registration of part of a
+ * block would make a copy across that end fail where it worked without
+ * pinfast.  0: nothing to register (retired or orphaned meanwhile, or not
+ * touched whole: then tried again after twice as many copies as the last
+ * time). */
 static size_t measure(struct pf_block *b) {
     b->reg_len = 0;
     pf_reg_set(b, PF_REG_MAKING);
     b->orphan = 0;
     b->refs++;
-    size_t len = touched_prefix(b);
+    int whole = touched_prefix(b) == b->size;
     b->refs--;
     int still = b->reg == PF_REG_MAKING && !b->orphan;
     pf_reg_set(b, PF_REG_NONE);
     if (b->state == PF_BLOCK_HELD && !b->nhands) /* retired and freed meanwhile: nothing holds it */
         pf_heap_release(b);
-    if (still && len < pf_options()->reg_min) {
+    if (still && !whole) {
         pf_reg_.stats.untouched++;
         b->sightings = 0;
         b->untouched += b->untouched < UNTOUCHED_MAX;
     }
-    return still && len >= pf_options()->reg_min ? len : 0;
+    return still && whole ? b->size : 0;
 }
 
-/* Registers the touched prefix of b (DUE) unless that would pass the cap:
+/* Registers b (DUE), touched whole, unless that would pass the cap:
  * then it is staged from now on (nothing registered is undone to make
  * room: that waits for the device).  b is MAKING and held meanwhile, so
  * that copies over it are staged and an undo waits for it (lock held;

@@ -116,7 +116,7 @@ struct pf_block *pf_reg_block_of(const void *p, size_t n) {
     return b && b->state == PF_BLOCK_LIVE && (uintptr_t)p + n <= b->base + b->size ? b : NULL;
 }
 
-/* (a block grown in place since its registration holds more than it) */
+/* (a registration holds its block whole: reg_len is the block's size) */
 int pf_reg_covers(const struct pf_block *b, const void *p, size_t n) {
     return b->reg == PF_REG_LIVE && !b->undoing && (uintptr_t)p + n <= b->base + b->reg_len;
 }

@@ -96,8 +96,8 @@ void pf_report_text(struct pf_out *o, double wall, const struct pf_engine_stats 
     if (e->reg.registered + e->reg.refused + e->reg.heap_blocks) {
         pf_put(o,
                "pinfast: heap: %llu large blocks served, %llu reused, %llu given back, %.1f MiB kept "
-               "(peak %.1f); registrations: %llu made (%llu refused, %llu over the cap, %llu left as too little "
-               "of the block was touched), %llu retired as "
+               "(peak %.1f); registrations: %llu made (%llu refused, %llu over the cap, %llu left as not "
+               "touched whole), %llu retired as "
                "their memory changed, %llu undone, %llu copies passed through over one, %llu of the "
                "program's answered from one; %llu copies of %.1f MiB through them, %.1f MiB registered "
                "at most, %.3f s registering",

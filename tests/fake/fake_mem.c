@@ -191,10 +191,12 @@ CUresult fake_mem_translate(uintptr_t addr, size_t len, int need_alloc,
             pthread_mutex_unlock(&mem_lock);
             return CUDA_SUCCESS;
         }
-        int is_dev = a->kind == MEM_DEVICE;
+        int refused = a->kind == MEM_DEVICE || a->kind == MEM_REGISTERED;
         pthread_mutex_unlock(&mem_lock);
-        /* a host range running past a pinned block is just pageable memory */
-        if (is_dev || need_alloc)
+        /* a host range running past a pinned block is just pageable
+         * memory; one running past a registration is refused, as the
+         * H200's driver refuses it (tests/gpu/probes/probe_reg_pieces.c) */
+        if (refused || need_alloc)
             return CUDA_ERROR_INVALID_VALUE;
         *host = (void *)addr;
         *kind = MEM_PAGEABLE;

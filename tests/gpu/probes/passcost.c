@@ -1,5 +1,5 @@
-/* passcost: what pinfast adds to a small copy it passes through, measured
- * inside one process.  The H100 VM's processes run in one of two speed
+/* passcost [bytes]: what pinfast adds to a copy of `bytes` (default 4) it
+ * passes through, measured inside one process.  The H100 VM's processes run in one of two speed
  * modes (a 4-byte async copy takes ~1.3 or ~2.0 us, by process), so runs
  * with and without pinfast cannot be compared to a few percent; here one
  * process alternates batches of calls through the program's symbol (pinfast's
@@ -69,17 +69,24 @@ static void *driver_own(const char *name) {
     return f.addr;
 }
 
-#define BATCH 2000
 #define ROUNDS 41
 
-int main(void) {
+int main(int argc, char **argv) {
     CUstream st;
     CUdeviceptr d;
+    size_t bytes = argc > 1 ? strtoull(argv[1], NULL, 0) : 4;
+    if (bytes < 4 || bytes % 4) {
+        fprintf(stderr, "passcost: bytes must be a multiple of 4\n");
+        return 2;
+    }
+    /* batches of ~8 MB of copies, at least 20 and at most 2000 of them */
+    int batch = bytes >= 4000 ? 20 + (int)((8u << 20) / bytes) : 2000;
+    batch = batch > 2000 ? 2000 : batch;
     probe_context();
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-    CK(cuMemAlloc(&d, 4096));
-    unsigned *h = malloc(4096), *back = malloc(4096);
-    for (int i = 0; i < 1024; i++)
+    CK(cuMemAlloc(&d, bytes + 4096));
+    unsigned *h = malloc(bytes + 4096), *back = malloc(bytes + 4096);
+    for (size_t i = 0; i < (bytes + 4096) / 4; i++)
         h[i] = (unsigned)rand();
     htod_fn htod[2] = {cuMemcpyHtoDAsync, (htod_fn)driver_own("cuMemcpyHtoDAsync_v2")};
     dtoh_fn dtoh[2] = {cuMemcpyDtoHAsync, (dtoh_fn)driver_own("cuMemcpyDtoHAsync_v2")};
@@ -90,20 +97,22 @@ int main(void) {
             for (int k = 0; k < 2; k++) {
                 int path = (r + k) & 1; /* alternate which path goes first */
                 double t0 = probe_now();
-                for (int i = 0; i < BATCH; i++) {
+                for (int i = 0; i < batch; i++) {
                     int j = i & 1023;
                     if (dir == 0)
-                        CK(htod[path](d + 4 * j, h + j, 4, st));
+                        CK(htod[path](d + 4 * j, h + j, bytes, st));
                     else
-                        CK(dtoh[path](back + j, d + 4 * j, 4, st));
+                        CK(dtoh[path](back + j, d + 4 * j, bytes, st));
                 }
                 CK(cuStreamSynchronize(st));
                 if (r >= 0)
-                    ns[dir][path][r] = (probe_now() - t0) / BATCH * 1e9;
+                    ns[dir][path][r] = (probe_now() - t0) / batch * 1e9;
             }
-    for (int j = 0; j < 1024; j++)
+    /* every copy maps word k of the device range to word k of h: the D2H
+     * copies brought back words [0, last offset + bytes / 4) */
+    for (size_t j = 0; j < (size_t)(batch < 1024 ? batch : 1024) - 1 + bytes / 4; j++)
         if (back[j] != h[j]) {
-            fprintf(stderr, "passcost: word %d came back wrong\n", j);
+            fprintf(stderr, "passcost: word %zu came back wrong\n", j);
             return 1;
         }
     /* median of the per-round differences, and the medians of each path */
@@ -119,6 +128,6 @@ int main(void) {
                dir ? "," : "", dir ? "d2h_async" : "h2d_async", ns[dir][0][ROUNDS / 2], ns[dir][1][ROUNDS / 2],
                diff[ROUNDS / 2], diff[ROUNDS / 4], diff[3 * ROUNDS / 4]);
     }
-    printf(",\"rounds\":%d,\"batch\":%d}\n", ROUNDS, BATCH);
+    printf(",\"bytes\":%zu,\"rounds\":%d,\"batch\":%d}\n", bytes, ROUNDS, batch);
     return 0;
 }

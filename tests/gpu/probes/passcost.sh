@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # What pinfast adds to a small copy it passes through, on the GPU:
-# tests/gpu/probes/passcost.c compares, inside each process, 4-byte async copies
-# made through the program's symbol (pinfast's wrapper when preloaded) with
+# tests/gpu/probes/passcost.c compares, inside each process, async copies of
+# each size in SIZES (default 4 bytes) made through the program's symbol (pinfast's wrapper when preloaded) with
 # copies made straight into libcuda, in alternating batches.  Each setting
 # runs ROUNDS processes (default 3); the table gives the median of their
 # results.  Without pinfast ("plain") the two paths are the same function:
 # its row is the method's noise.
-#   B=build-gpu tests/gpu/probes/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
+#   B=build-gpu [SIZES="4 65536"] tests/gpu/probes/passcost.sh    ($B/libpinfast.so; and $B/libpinfast-prev.so if there)
 set -u
 B=${B:-build-gpu}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -16,26 +16,30 @@ SETTINGS=("plain|-u LD_PRELOAD" "disabled|LD_PRELOAD=$LIB PINFAST_DISABLE=1"
           "no-callsites|LD_PRELOAD=$LIB PINFAST_CALLSITES=0" "default|LD_PRELOAD=$LIB")
 # another build to compare with: $B/libpinfast-prev.so, at its defaults
 [ -f "$B/libpinfast-prev.so" ] && SETTINGS+=("prev-default|LD_PRELOAD=$(cd "$B" && pwd)/libpinfast-prev.so")
-log=/tmp/passcost.jsonl
+log=${LOG:-/tmp/passcost.jsonl}
 : > "$log"
-for round in $(seq 1 "${ROUNDS:-3}"); do
-  for s in "${SETTINGS[@]}"; do
-    out=$(env ${s#*|} PINFAST_STATS=off /tmp/passcost | tail -1) || { echo "FAIL ${s%%|*}"; exit 1; }
-    echo "{\"setting\":\"${s%%|*}\",\"round\":$round,\"out\":$out}" >> "$log"
+for size in ${SIZES:-4}; do
+  for round in $(seq 1 "${ROUNDS:-3}"); do
+    for s in "${SETTINGS[@]}"; do
+      out=$(env ${s#*|} PINFAST_STATS=off /tmp/passcost "$size" | tail -1) || { echo "FAIL ${s%%|*} $size"; exit 1; }
+      echo "{\"setting\":\"${s%%|*}\",\"round\":$round,\"out\":$out}" >> "$log"
+    done
   done
 done
 python3 - "$log" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 names = list(dict.fromkeys(r["setting"] for r in rows))
-print("ns per 4-byte async copy: through the symbol, straight into libcuda, and the difference")
-print("(median over processes of each process's median over 41 alternating batches of 2000)")
-print("%-14s %30s %30s" % ("setting", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"))
-for n in names:
-    cells = []
-    for d in ("h2d_async", "d2h_async"):
-        m = lambda k: statistics.median(r["out"][d][k] for r in rows if r["setting"] == n)
-        cells.append("%7.0f %7.0f %+6.1f (%4.1f%%)" % (m("symbol_ns"), m("driver_ns"), m("added_ns"),
-                                                   100 * m("added_ns") / m("driver_ns")))
-    print("%-14s %30s %30s" % (n, cells[0], cells[1]))
+print("ns per async copy: through the symbol, straight into libcuda, and the difference")
+print("(median over processes of each process's median over 41 alternating batches)")
+print("%-14s %9s %30s %30s" % ("setting", "bytes", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"))
+for size in dict.fromkeys(r["out"]["bytes"] for r in rows):
+    for n in names:
+        mine = [r["out"] for r in rows if r["setting"] == n and r["out"]["bytes"] == size]
+        cells = []
+        for d in ("h2d_async", "d2h_async"):
+            m = lambda k: statistics.median(o[d][k] for o in mine)
+            cells.append("%7.0f %7.0f %+6.1f (%4.1f%%)" % (m("symbol_ns"), m("driver_ns"), m("added_ns"),
+                                                       100 * m("added_ns") / m("driver_ns")))
+        print("%-14s %9d %30s %30s" % (n, size, cells[0], cells[1]))
 PY

@@ -1,0 +1,107 @@
+/* probe_reg_pieces.c - whether a copy may run across two registrations laid
+ * end to end: a block of pinfast's heap whose used part grows is
+ * registered again only past its first registration (memory/register.c),
+ * so a copy over both must be as right, and as fast, as over one.  A range
+ * of 64 MiB (mmap, 2 MiB aligned, written) is registered five ways: whole,
+ * as two halves, as its first half only, as its second half only, and not
+ * at all; for each, a
+ * 32 MiB copy across the middle is timed both ways, synchronous and
+ * asynchronous (the time the asynchronous call took to return, and until
+ * its stream was done), the bytes checked through pinned memory; then
+ * what the driver answers for the second half's start, and whether
+ * unregistering the first half leaves the second registered.  One JSON
+ * line per case, with each copy's result (a refused copy is not made
+ * again; its times are then the refusal's).
+ *   probe_reg_pieces */
+#include <cuda.h>
+#include "../probe.h"
+
+#include <stdint.h>
+#include <sys/mman.h>
+
+#define BYTES ((size_t)64 << 20)
+#define HALF (BYTES / 2)
+#define SPAN ((size_t)32 << 20)
+#define AT (HALF - SPAN / 2)
+#define REPS 9
+
+enum way { WHOLE, HALVES, FIRST_HALF, SECOND_HALF, NONE, NWAYS };
+static const char *ways[NWAYS] = {"whole", "two halves", "first half", "second half", "none"};
+
+static unsigned char *range(void) {
+    unsigned char *m = mmap(NULL, BYTES + (2u << 20), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    return (unsigned char *)(((uintptr_t)m + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
+}
+
+static void fill(unsigned char *p, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; i += 4) {
+        unsigned v = (unsigned)(i * 2654435761u) ^ seed;
+        memcpy(p + i, &v, 4);
+    }
+}
+
+int main(void) {
+    probe_context();
+    CUstream st;
+    CUdeviceptr dev;
+    unsigned char *pinned;
+    CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&dev, SPAN));
+    CK(cuMemAllocHost((void **)&pinned, SPAN));
+    unsigned char *p = range();
+    for (int w = 0; w < NWAYS; w++) {
+        fill(p, BYTES, (unsigned)w);
+        if (w == WHOLE)
+            CK(cuMemHostRegister(p, BYTES, CU_MEMHOSTREGISTER_PORTABLE));
+        if (w == HALVES || w == FIRST_HALF)
+            CK(cuMemHostRegister(p, HALF, CU_MEMHOSTREGISTER_PORTABLE));
+        if (w == HALVES || w == SECOND_HALF)
+            CK(cuMemHostRegister(p + HALF, HALF, CU_MEMHOSTREGISTER_PORTABLE));
+        double t[4][REPS];
+        int wrong = 0;
+        CUresult e[4] = {CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
+        for (int r = 0; r < REPS; r++) {
+            double t0 = probe_now();
+            e[0] = e[0] ? e[0] : cuMemcpyHtoD(dev, p + AT, SPAN);
+            t[0][r] = probe_now() - t0;
+            t0 = probe_now();
+            e[1] = e[1] ? e[1] : cuMemcpyHtoDAsync(dev, p + AT, SPAN, st);
+            t[1][r] = probe_now() - t0;
+            CK(cuStreamSynchronize(st));
+            t[2][r] = probe_now() - t0;
+            CK(cuMemcpyDtoH(pinned, dev, SPAN));
+            wrong += memcmp(pinned, p + AT, SPAN) != 0;
+            memset(p + AT, 0x5A, SPAN);
+            t0 = probe_now();
+            e[3] = e[3] ? e[3] : cuMemcpyDtoH(p + AT, dev, SPAN);
+            t[3][r] = probe_now() - t0;
+            wrong += memcmp(pinned, p + AT, SPAN) != 0;
+            memcpy(p + AT, pinned, SPAN);
+        }
+        unsigned type = 0;
+        CUresult a = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(p + HALF));
+        printf("{\"probe\":\"reg_pieces\",\"way\":\"%s\",\"h2d_sync_gbps\":%.2f,\"h2d_async_return_us\":%.1f,"
+               "\"h2d_async_gbps\":%.2f,\"d2h_sync_gbps\":%.2f,\"wrong\":%d,\"second_half_attribute\":%d,"
+               "\"second_half_type\":%u,\"h2d_sync_result\":%d,\"h2d_async_result\":%d,\"d2h_sync_result\":%d",
+               ways[w], SPAN / probe_median(t[0], REPS) / 1e9, probe_median(t[1], REPS) * 1e6,
+               SPAN / probe_median(t[2], REPS) / 1e9, SPAN / probe_median(t[3], REPS) / 1e9, wrong, (int)a, type, (int)e[0], (int)e[1], (int)e[3]);
+        if (w == HALVES) {
+            /* the first half undone: is the second still registered? */
+            CUresult u1 = cuMemHostUnregister(p);
+            CUresult again = cuMemHostRegister(p + HALF, HALF, CU_MEMHOSTREGISTER_PORTABLE);
+            CUresult u2 = cuMemHostUnregister(p + HALF);
+            printf(",\"unregister_first\":%d,\"register_second_again\":%d,\"unregister_second\":%d", (int)u1,
+                   (int)again, (int)u2);
+        } else if (w == SECOND_HALF) {
+            printf(",\"unregister_second\":%d", (int)cuMemHostUnregister(p + HALF));
+        } else if (w != NONE) {
+            printf(",\"unregister_first\":%d", (int)cuMemHostUnregister(p));
+        }
+        printf("}\n");
+    }
+    return 0;
+}
