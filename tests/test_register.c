@@ -717,6 +717,31 @@ static void test_own_registrations_several(void **s)
     free(r);
 }
 
+/* A copy that starts in the program's own registration and runs past its
+ * end, both ways, synchronous and asynchronous: refused
+ * (CUDA_ERROR_INVALID_VALUE), as the driver refuses it without pinfast
+ * (tests/gpu/probes/probe_reg_pieces.c), though pinfast's registration of
+ * the whole block would take it; within the registration, or from before
+ * it into it, it is made. */
+static void test_own_registration_overrun(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned char *mine = r + 2 * PAGE, *past = mine + PAGE;
+    CK(D.MemHostRegister(mine, 2 * PAGE, 0));
+    CK_EQ(D.MemcpyHtoD(dev, past, 2 * PAGE), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyDtoH(past, dev, 2 * PAGE), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyHtoDAsync(dev, past, 2 * PAGE, stream), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyDtoHAsync(past, dev, 2 * PAGE, stream), CUDA_ERROR_INVALID_VALUE);
+    CK(D.StreamSynchronize(stream));
+    round_trip(mine, 2 * PAGE, "a copy within the program's registration");
+    round_trip(r, 4 * PAGE, "a copy from before the program's registration to its end");
+    CK(D.MemHostUnregister(mine));
+    round_trip(past, 2 * PAGE, "a copy past where the program's registration ended, once undone");
+    free(r);
+}
+
 /* ---- the pageable copies' host semantics through a registration ------------------- */
 static void CUDA_CB sleep_20ms(void *arg)
 {
@@ -1416,6 +1441,7 @@ int main(int argc, char **argv)
         CASE(test_sync_in_driver),
         CASE(test_first_copy_registers),
         CASE(test_registers_whole_blocks),
+        CASE(test_own_registration_overrun),
         CASE(test_small_async_beside),
         CASE(test_small_copies_beside_ask_nothing),
         CASE(test_passed_through),

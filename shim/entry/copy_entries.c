@@ -51,6 +51,13 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
     void *host = (void *)(rt.dir == PF_DIR_H2D ? src : dst);
+    /* the program's own registration, answered from pinfast's: a copy
+     * running past its end is refused, as the driver would refuse it */
+    if (rt.host == PF_MEM_PINNED && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n) &&
+        pf_register_hand_overrun(host, n)) {
+        c->result = CUDA_ERROR_INVALID_VALUE;
+        return 1;
+    }
     /* too small to stage: taken only when a registration of pinfast's holds
      * it, or is due or being made (the driver would take that memory for
      * pinned); asked without a driver call first, as most are not */

@@ -66,6 +66,11 @@ int pf_register_owns(uintptr_t p);
 /* The flags of the program's own registration answered from pinfast's, at
  * p (0: none there). */
 int pf_register_handed_flags(uintptr_t p, unsigned *flags);
+/* 1 when a copy of n bytes at p starts in a registration of the program's
+ * answered from pinfast's and runs past its end: the driver refuses that
+ * (CUDA_ERROR_INVALID_VALUE), where pinfast's registration, the whole
+ * block, would take it. */
+int pf_register_hand_overrun(const void *p, size_t n);
 /* The program's cuMemHostRegister(p, n, flags): 1 when answered here
  * (*r), from a registration of pinfast's that holds the range, with no
  * driver call; 0 when the driver must answer, pinfast's registrations over

@@ -70,6 +70,18 @@ int pf_register_handed_flags(uintptr_t p, unsigned *flags) {
     return h != NULL;
 }
 
+int pf_register_hand_overrun(const void *p, size_t n) {
+    uintptr_t lo = (uintptr_t)p;
+    if (!pf_register_watching() || !pf_heap_owns(p))
+        return 0;
+    pf_heap_lock();
+    struct pf_block *b = pf_heap_find(lo);
+    const struct pf_hand *h = b && pf_reg_holds(b->reg) ? hand_over(b, lo) : NULL;
+    int over = h && n > h->lo + h->len - lo;
+    pf_heap_unlock();
+    return over;
+}
+
 /* The program registers memory over b through the driver: pinfast's
  * registration is undone first where it holds pages, its hands made with
  * the driver. */

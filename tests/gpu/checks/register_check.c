@@ -4,7 +4,8 @@
  *   register_check check [MiB]   a range copied three times (registered
  *       under pinfast), then freed, unmapped, moved, advised away, mapped
  *       over, detached, reallocated, replaced by a file mapping, and
- *       ranges registered as one (growing prefixes, neighbours); new random
+ *       ranges registered as one (growing prefixes, neighbours); a small copy
+ *       across the end of a block's used start; new random
  *       bytes at the same address, copied both ways and compared: one line
  *       per case, "ok" or "STALE"; asynchronous copies through a
  *       registration keep the pageable copies' host semantics; the
@@ -132,6 +133,26 @@ static void check(void) {
      * label does not say, so that runs with and without pinfast compare */
     verdict("realloc (new block)", q), verdict("realloc, then malloc", o);
     free(o), free(q);
+
+    /* a block used at its start only, copied again and again, then a small
+     * copy (passed to the driver) across where the used part ended: a
+     * registration of the used part alone would make the driver refuse it */
+    r = malloc(2 * n), repeat(r), usleep(50000);
+    {
+        size_t k = 64 * 1024;
+        unsigned char *at = r + n - k / 2;
+        fill(at, k);
+        CUresult up = cuMemcpyHtoD(dev, at, k);
+        memset(pinned, 0xA5, k);
+        CUresult down = cuMemcpyDtoH(pinned, dev, k);
+        int ok = up == CUDA_SUCCESS && down == CUDA_SUCCESS && !memcmp(pinned, at, k);
+        printf("%-28s %s", "across the used start's end", ok ? "ok" : "FAILED");
+        if (!ok)
+            printf(" (H2D %d, D2H %d)", (int)up, (int)down);
+        printf("\n");
+        failures += !ok;
+    }
+    free(r);
 
     /* growing prefixes (registered as one), unmapped and mapped again */
     size_t whole = n;
