@@ -47,10 +47,9 @@ static size_t cap(void) {
     return cap_bytes = c;
 }
 
-/* The bytes from b's start the program has touched: its pages resident
- * from the first on (mincore), whole pages.  Lock dropped meanwhile (b
- * MAKING and held). */
-static size_t touched_prefix(const struct pf_block *b) {
+/* Whether the program has touched every page of b: all resident
+ * (mincore).  Lock dropped meanwhile (b MAKING and held). */
+static int touched_whole(const struct pf_block *b) {
     uintptr_t base = b->base;
     size_t size = b->size, at = 0, page = (size_t)sysconf(_SC_PAGESIZE);
     unsigned char v[4096]; /* 16 MiB of 4 KiB pages a call */
@@ -66,7 +65,7 @@ static size_t touched_prefix(const struct pf_block *b) {
             break;
     }
     pf_heap_lock();
-    return at < size ? at : size;
+    return at >= size;
 }
 
 /* b (DUE) is MAKING while what of it the program touched is measured:
@@ -84,7 +83,7 @@ static size_t measure(struct pf_block *b) {
     pf_reg_set(b, PF_REG_MAKING);
     b->orphan = 0;
     b->refs++;
-    int whole = touched_prefix(b) == b->size;
+    int whole = touched_whole(b);
     b->refs--;
     int still = b->reg == PF_REG_MAKING && !b->orphan;
     pf_reg_set(b, PF_REG_NONE);
