@@ -240,6 +240,18 @@ static void mark_drop(void *unused) {
 
 static void mark_key_create(void) { pthread_key_create(&mark_key, mark_drop); }
 
+/* The mark is only asked, never waited for: an event without
+ * CU_EVENT_BLOCKING_SYNC, which the staging's waits use and whose record
+ * and query cost more (probe_large_ask, docs/design.md). */
+static CUresult mark_create(struct pf_context *c) {
+    int pushed = pf_context_enter(c->handle);
+    CUresult r = PF_CALL(cuEventCreate, &mine.ev, CU_EVENT_DISABLE_TIMING);
+    pf_context_leave(pushed);
+    if (r != CUDA_SUCCESS)
+        mine.ev = NULL;
+    return r;
+}
+
 /* Past the count, or a copy over PF_PASS_SMALL (`large`): 1 when the mark
  * is over, or there is none, and a new one is recorded, or when a large
  * copy finds its stream idle (nothing queued: no mark needed); 0 when not.
@@ -262,7 +274,7 @@ static int ask(CUstream stream, int large) {
     CUresult q = mine.marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
     int room = q != CUDA_ERROR_NOT_READY; /* an error: the driver's call answers it */
     if (room) {
-        if (!mine.ev && pf_context_event(c, &mine.ev) == CUDA_SUCCESS) {
+        if (!mine.ev && mark_create(c) == CUDA_SUCCESS) {
             mine.c = c;
             mine.id = c->id;
             pthread_once(&mark_once, mark_key_create);
