@@ -33,17 +33,7 @@
 // a device checksum of its host buffer (fresh data each repetition), every
 // D2H copy byte by byte against the pattern a kernel wrote. A mismatch exits
 // 2 (in --procs, the parent exits 2 when a child does, and kills the others).
-#include "common.cuh"
-
-#include <cerrno>
-#include <thread>
-
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "gpu_workers.cuh"
 
 namespace {
 
@@ -71,12 +61,6 @@ struct Config {
     std::vector<Phase> phases;
 };
 
-struct Span {
-    double t0 = 0, t1 = 0;
-};
-// spans[worker][phase][rep]
-using Spans = std::vector<std::vector<std::vector<Span>>>;
-
 std::vector<Phase> schedule(const Config& c) {
     std::vector<Phase> ph;
     for (uint64_t n : c.sizes) {
@@ -99,44 +83,6 @@ uint64_t largest(const Config& c) {
 uint64_t seed_of(const Config& c, int worker, size_t phase, int rep) {
     return splitmix64(c.seed ^ ((uint64_t)worker << 56) ^ ((uint64_t)phase << 24) ^ (uint64_t)(rep + 16));
 }
-
-class Barrier {
-public:
-    virtual ~Barrier() = default;
-    virtual void wait() = 0;
-};
-
-class ThreadBarrier : public Barrier {
-public:
-    explicit ThreadBarrier(int n) { pthread_barrier_init(&b_, nullptr, n); }
-    ~ThreadBarrier() override { pthread_barrier_destroy(&b_); }
-    void wait() override { pthread_barrier_wait(&b_); }
-
-private:
-    pthread_barrier_t b_;
-};
-
-void write_byte(int fd) {
-    char c = 1;
-    while (write(fd, &c, 1) != 1)
-        if (errno != EINTR) { perror("node: barrier write"); exit(1); }
-}
-
-// A child's side of the parent's pipe barrier: one byte up, wait for one down.
-class PipeBarrier : public Barrier {
-public:
-    PipeBarrier(int up, int down) : up_(up), down_(down) {}
-    void wait() override {
-        write_byte(up_);
-        char c;
-        ssize_t r;
-        while ((r = read(down_, &c, 1)) < 0 && errno == EINTR) {}
-        if (r != 1) { fprintf(stderr, "node: parent went away\n"); exit(1); }
-    }
-
-private:
-    int up_, down_;
-};
 
 // The host side of one phase's repetition: a buffer per copy.
 struct HostSide {
@@ -207,7 +153,7 @@ void check(const Config& c, int k, size_t i, const Phase& p, const HostSide& h, 
 }
 
 // The whole schedule for worker k on device dev; spans[phase][rep] filled.
-void worker(const Config& c, int k, int dev, Barrier& b, std::vector<std::vector<Span>>& spans) {
+void worker(const Config& c, int k, int dev, Barrier& b, WorkerSpans& spans) {
     CK(cudaSetDevice(dev));
     CK(cudaFree(0));
     uint64_t most = largest(c);
@@ -249,25 +195,6 @@ void worker(const Config& c, int k, int dev, Barrier& b, std::vector<std::vector
 }
 
 // ------------------------------------------------------------- results ---
-
-Stats per_copy(const std::vector<Span>& v, int copies) {
-    std::vector<double> t;
-    for (const Span& s : v) t.push_back((s.t1 - s.t0) / copies);
-    return stats_of(t);
-}
-
-// From the first worker's start to the last one's end, per repetition.
-Stats aggregate(const Spans& s, size_t phase, int copies) {
-    std::vector<Span> agg(s[0][phase].size());
-    for (size_t r = 0; r < agg.size(); r++) {
-        agg[r] = s[0][phase][r];
-        for (const auto& w : s) {
-            agg[r].t0 = std::min(agg[r].t0, w[phase][r].t0);
-            agg[r].t1 = std::max(agg[r].t1, w[phase][r].t1);
-        }
-    }
-    return per_copy(agg, copies);
-}
 
 // The GPUs' rates added up, each over its own span, per repetition; as the
 // seconds per copy of size x GPUs bytes at that rate.
@@ -316,56 +243,10 @@ void report(const Config& c, const Spans& s) {
 
 // ----------------------------------------------------------- processes ---
 
-// A child of --procs: worker k with the parent's pipe barrier; its spans go
-// to the file the parent opened for it, one "phase rep t0 t1" line each.
+// A child of --procs (gpu_workers.cuh): worker k with the parent's pipe barrier.
 int child_main(const Config& c, int k, int up, int down, int spans_fd) {
-    PipeBarrier b(up, down);
-    std::vector<std::vector<Span>> spans;
-    worker(c, k, k, b, spans);
-    close(up);
-    close(down);
-    FILE* f = fdopen(spans_fd, "w");
-    if (!f) { perror("node: spans"); return 1; }
-    for (size_t i = 0; i < spans.size(); i++)
-        for (size_t r = 0; r < spans[i].size(); r++)
-            fprintf(f, "%zu %zu %.9f %.9f\n", i, r, spans[i][r].t0, spans[i][r].t1);
-    return fclose(f) ? 1 : 0;
-}
-
-void read_spans(FILE* f, int k, std::vector<std::vector<Span>>& spans) {
-    rewind(f);
-    size_t i, r, n = 0, want = spans.size() * spans[0].size();
-    double t0, t1;
-    while (fscanf(f, "%zu %zu %lf %lf", &i, &r, &t0, &t1) == 4 && i < spans.size() && r < spans[i].size()) {
-        spans[i][r] = {t0, t1};
-        n++;
-    }
-    fclose(f);
-    if (n != want) {
-        fprintf(stderr, "node: gpu%d's process left %zu spans, expected %zu\n", k, n, want);
-        exit(1);
-    }
-}
-
-// Kills the children still running and exits with the status of the one that
-// failed (2 for a mismatch, so that it is told apart from an API error).
-[[noreturn]] void give_up(const std::vector<pid_t>& pids, int status) {
-    for (pid_t p : pids)
-        if (p > 0) kill(p, SIGKILL);
-    for (pid_t p : pids)
-        if (p > 0) waitpid(p, nullptr, 0);
-    exit(WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1);
-}
-
-// Reaps child k if it ended (block: wait for it); gives up if it failed.
-void reap(std::vector<pid_t>& pids, int k, bool block) {
-    int st;
-    if (pids[k] <= 0 || waitpid(pids[k], &st, block ? 0 : WNOHANG) != pids[k]) return;
-    pids[k] = 0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-        fprintf(stderr, "node: gpu%d's process failed (status 0x%x)\n", k, st);
-        give_up(pids, st);
-    }
+    return workers_child("node", up, down, spans_fd,
+                         [&](Barrier& b, WorkerSpans& spans) { worker(c, k, k, b, spans); });
 }
 
 // The command line of child k: this program again, the configuration
@@ -385,75 +266,19 @@ std::vector<std::string> child_args(const Config& c, const char* argv0, int k, i
     return a;
 }
 
-// The parent of --procs: starts one process per GPU, releases each barrier
-// once every child is in it, then gathers the spans.
+// The parent of --procs: a process per GPU (gpu_workers.cuh).
 int parent_main(const Config& c, const char* argv0) {
-    signal(SIGPIPE, SIG_IGN);  // a dead child's pipe: an error, seen by write_byte
-    int up[2];
-    if (pipe(up)) { perror("pipe"); return 1; }
-    std::vector<int> down(c.gpus);
-    std::vector<pid_t> pids(c.gpus, 0);
-    std::vector<FILE*> spans(c.gpus);
-    fflush(nullptr);
-    for (int k = 0; k < c.gpus; k++) {
-        int d[2];
-        if (pipe(d) || !(spans[k] = tmpfile())) { perror("node: pipe, tmpfile"); give_up(pids, 0); }
-        // built before fork: the child of a threaded process must not allocate
-        std::vector<std::string> args = child_args(c, argv0, k, up[1], d[0], fileno(spans[k]));
-        std::vector<char*> av;
-        for (std::string& x : args) av.push_back(&x[0]);
-        av.push_back(nullptr);
-        pid_t pid = fork();
-        if (pid < 0) { perror("fork"); give_up(pids, 0); }
-        if (pid == 0) {
-            close(up[0]);
-            close(d[1]);
-            for (int j = 0; j < k; j++) {  // the other children's ends
-                close(down[j]);
-                close(fileno(spans[j]));
-            }
-            for (int fd : {up[1], d[0], fileno(spans[k])}) fcntl(fd, F_SETFD, 0);
-            execv("/proc/self/exe", av.data());
-            perror("node: execv");
-            _exit(127);
-        }
-        close(d[0]);
-        down[k] = d[1];
-        pids[k] = pid;
-    }
-    close(up[1]);
-    // The pipe ends (read returns 0) once every child closed its end.
-    for (int arrived = 0;;) {
-        struct pollfd pf = {up[0], POLLIN, 0};
-        int n = poll(&pf, 1, 1000);
-        if (n < 0 && errno != EINTR) { perror("poll"); give_up(pids, 0); }
-        if (n <= 0) {  // quiet for a second: has a child died?
-            for (int k = 0; k < c.gpus; k++) reap(pids, k, false);
-            continue;
-        }
-        char buf[64];
-        ssize_t got = read(up[0], buf, sizeof buf);
-        if (got == 0) break;
-        if (got > 0) arrived += (int)got;
-        for (; arrived >= c.gpus; arrived -= c.gpus)
-            for (int fd : down) write_byte(fd);
-    }
-    for (int fd : down) close(fd);
-    for (int k = 0; k < c.gpus; k++) reap(pids, k, true);
-    Spans s(c.gpus, std::vector<std::vector<Span>>(c.phases.size(), std::vector<Span>(c.reps)));
-    for (int k = 0; k < c.gpus; k++) read_spans(spans[k], k, s[k]);
-    report(c, s);
+    report(c, workers_procs("node", c.gpus, c.phases.size(), c.reps,
+                            [&](int k, int up, int down, int spans) {
+                                return child_args(c, argv0, k, up, down, spans);
+                            }));
     return 0;
 }
 
+// A thread per GPU (gpu_workers.cuh).
 int threads_main(const Config& c) {
-    ThreadBarrier b(c.gpus);
-    Spans s(c.gpus);
-    std::vector<std::thread> th;
-    for (int k = 0; k < c.gpus; k++)
-        th.emplace_back([&, k] { worker(c, k, k, b, s[k]); });
-    for (auto& t : th) t.join();
-    report(c, s);
+    report(c, workers_threads(c.gpus,
+                              [&](int k, Barrier& b, WorkerSpans& spans) { worker(c, k, k, b, spans); }));
     return 0;
 }
 
