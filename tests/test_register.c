@@ -717,10 +717,22 @@ static void test_own_registrations_several(void **s)
     free(r);
 }
 
+/* Two rows of a page from host memory h (H2D) or into it. */
+static CUDA_MEMCPY2D rows_2d(int h2d, unsigned char *h)
+{
+    CUDA_MEMCPY2D m = {.WidthInBytes = PAGE, .Height = 2, .srcPitch = PAGE, .dstPitch = PAGE};
+    m.srcMemoryType = h2d ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    m.dstMemoryType = h2d ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    m.srcHost = m.dstHost = h;
+    m.srcDevice = m.dstDevice = dev;
+    return m;
+}
+
 /* A copy that starts in the program's own registration and runs past its
- * end, both ways, synchronous and asynchronous: refused
- * (CUDA_ERROR_INVALID_VALUE), as the driver refuses it without pinfast
- * (tests/gpu/probes/probe_reg_pieces.c), though pinfast's registration of
+ * end, both ways, synchronous and asynchronous, linear, 2D, 3D or to an
+ * array: refused (CUDA_ERROR_INVALID_VALUE), as the driver refuses it
+ * without pinfast (tests/gpu/probes/probe_reg_pieces.c,
+ * tests/gpu/checks/register_check.c), though pinfast's registration of
  * the whole block would take it; within the registration, or from before
  * it into it, it is made. */
 static void test_own_registration_overrun(void **s)
@@ -734,6 +746,25 @@ static void test_own_registration_overrun(void **s)
     CK_EQ(D.MemcpyDtoH(past, dev, 2 * PAGE), CUDA_ERROR_INVALID_VALUE);
     CK_EQ(D.MemcpyHtoDAsync(dev, past, 2 * PAGE, stream), CUDA_ERROR_INVALID_VALUE);
     CK_EQ(D.MemcpyDtoHAsync(past, dev, 2 * PAGE, stream), CUDA_ERROR_INVALID_VALUE);
+    for (int h2d = 0; h2d < 2; h2d++) {
+        CUDA_MEMCPY2D m = rows_2d(h2d, past);
+        CK_EQ(D.Memcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
+        CK_EQ(D.Memcpy2DAsync(&m, stream), CUDA_ERROR_INVALID_VALUE);
+        CUDA_MEMCPY3D v = {.srcMemoryType = m.srcMemoryType, .srcHost = m.srcHost, .srcDevice = m.srcDevice,
+                           .srcPitch = PAGE, .srcHeight = 1, .dstMemoryType = m.dstMemoryType,
+                           .dstHost = m.dstHost, .dstDevice = m.dstDevice, .dstPitch = PAGE, .dstHeight = 1,
+                           .WidthInBytes = PAGE, .Height = 1, .Depth = 2};
+        CK_EQ(D.Memcpy3D(&v), CUDA_ERROR_INVALID_VALUE);
+        m = rows_2d(h2d, mine); /* within it */
+        CK(D.Memcpy2D(&m));
+    }
+    CUarray a;
+    CUDA_ARRAY_DESCRIPTOR ad = {.Width = 4 * PAGE, .Height = 0, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+    CK(D.ArrayCreate(&a, &ad));
+    CK_EQ(D.MemcpyHtoA(a, 0, past, 2 * PAGE), CUDA_ERROR_INVALID_VALUE);
+    CK_EQ(D.MemcpyAtoH(past, a, 0, 2 * PAGE), CUDA_ERROR_INVALID_VALUE);
+    CK(D.MemcpyHtoA(a, 0, mine, 2 * PAGE));
+    CK(D.ArrayDestroy(a));
     CK(D.StreamSynchronize(stream));
     round_trip(mine, 2 * PAGE, "a copy within the program's registration");
     round_trip(r, 4 * PAGE, "a copy from before the program's registration to its end");

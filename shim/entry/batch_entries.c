@@ -213,9 +213,10 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
 
 static int op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
     return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
-           pf_guard_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
-                         o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
-                         o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
+           pf_rows_guard(pf_side_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
+                                      o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
+                                      o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height,
+                                      e->depth));
 }
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];

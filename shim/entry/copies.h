@@ -8,9 +8,11 @@
 #include "../driver/capture.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
+#include "../memory/register_guard.h"
 #include "../observe/nvtx.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* The stream a call runs on, as an explicit handle, so that the engine can
  * use the legacy-flavour functions for both flavours of caller. */
@@ -55,11 +57,22 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
     return __builtin_mul_overflow(p->WidthInBytes, p->Height, &n) || __builtin_mul_overflow(n, p->Depth, &n) ? 0 : n;
 }
 
-/* The host bytes one side of a 2D/3D copy touches, from its first row to
- * the end of its last, handed to pf_register_guard (overflowing extents:
- * to the end of the address space): its answer.  In copy_entries.c;
- * hidden, as all of the library but its PF_API wrappers. */
-int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t slice_rows,
-                  size_t pitch, size_t width, size_t height, size_t depth);
+/* The host bytes one side of a 2D/3D copy touches, from its first row's
+ * first to its last row's last (x, y, z its offsets, slice_rows the rows
+ * of its slices).  exact 0: extents that overflow or are empty, which the
+ * driver answers; their span reaches the end of the address space. */
+struct pf_rows {
+    uintptr_t lo;
+    size_t span;
+    int exact;
+    int host; /* 0: the side is not host memory, the rest 0 */
+};
+/* In copy_entries.c; hidden, as all of the library but its PF_API
+ * wrappers. */
+struct pf_rows pf_side_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                            size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth);
+
+/* pf_register_guard over a side's host bytes: its answer. */
+static inline int pf_rows_guard(struct pf_rows r) { return r.host && pf_register_guard((const void *)r.lo, r.span); }
 
 #endif

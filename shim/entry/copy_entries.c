@@ -29,6 +29,16 @@ static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, i
     return path != 0;
 }
 
+/* The program's own registration inside a block pinfast registered,
+ * answered from pinfast's: a copy whose host bytes [lo, lo + n) start in
+ * it and run past its end is refused, as the driver refuses every form of
+ * such a copy without pinfast (tests/gpu/probes/probe_reg_pieces.c), though
+ * pinfast's registration of the whole block would take it. */
+static inline int hand_overrun(struct pf_route rt, uintptr_t lo, size_t n) {
+    return rt.host == PF_MEM_PINNED && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+           pf_register_near((const void *)lo, n) && pf_register_hand_overrun((const void *)lo, n);
+}
+
 /* A linear copy up to the driver's call: routes it, has the engine stage
  * or bounce it when the route says so, and returns 1 when it did (c->result is the
  * copy's), 0 when the wrapper passes it to the driver; *noted: an NVTX range
@@ -51,10 +61,7 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
     void *host = (void *)(rt.dir == PF_DIR_H2D ? src : dst);
-    /* the program's own registration, answered from pinfast's: a copy
-     * running past its end is refused, as the driver would refuse it */
-    if (rt.host == PF_MEM_PINNED && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) && pf_register_near(host, n) &&
-        pf_register_hand_overrun(host, n)) {
+    if (hand_overrun(rt, (uintptr_t)host, n)) {
         c->result = CUDA_ERROR_INVALID_VALUE;
         return 1;
     }
@@ -168,53 +175,63 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     }
 
 /* A pitched or array copy: like linear(), with the transfer shape.h made
- * of it (NULL: none, it passes through). */
+ * of it (NULL: none, it passes through); h its host side's bytes. */
 static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size_t n, struct pf_route rt,
-                  struct pf_xfer *x) {
+                  struct pf_rows h, struct pf_xfer *x) {
     pf_observe_start(c, api, n, 1);
     c->dir = rt.dir;
     c->host = rt.host;
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
+    if (h.exact && hand_overrun(rt, h.lo, h.span)) {
+        c->result = CUDA_ERROR_INVALID_VALUE;
+        return 1;
+    }
     return x && stage(c, noted, x);
 }
 
 /* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
- * from x_ and s_ (1) or says it passes through (0). */
-#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, guard, call) \
+ * from x_ and s_ (1) or says it passes through (0); `rows` is the host
+ * side's bytes (struct pf_rows), given rt_. */
+#define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, rows, call) \
     do { \
         struct pf_route rt_ = route; \
         struct pf_shape s_; \
         struct pf_xfer x_ = {.stream = explicit_stream(st, ptds), .async = as}; \
         struct pf_copy_seen c_; \
+        struct pf_rows h_ = rows; \
         int noted_; \
         int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */ \
-        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, ok_ ? &x_ : NULL), n, guard, as ? x_.stream : NULL, \
-               call); \
+        FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, h_, ok_ ? &x_ : NULL), n, pf_rows_guard(h_), \
+               as ? x_.stream : NULL, call); \
     } while (0)
 
-/* Declared in copies.h: the batches guard their pointer operands with it. */
-int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z, size_t slice_rows,
-                  size_t pitch, size_t width, size_t height, size_t depth) {
+/* Declared in copies.h. */
+struct pf_rows pf_side_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                            size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth) {
+    struct pf_rows r = {0};
     if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
-        return 0;
+        return r;
     uintptr_t lo = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev, rows, off, span;
-    if (__builtin_mul_overflow(z, slice_rows, &off) || __builtin_add_overflow(off, y, &off) ||
-        __builtin_mul_overflow(off, pitch, &off) || __builtin_add_overflow(off, x, &off) ||
-        __builtin_add_overflow(lo, off, &lo) || !depth || !height ||
-        __builtin_mul_overflow(depth - 1, slice_rows, &rows) || __builtin_add_overflow(rows, height, &rows) ||
-        __builtin_mul_overflow(rows, pitch > width ? pitch : width, &span) ||
-        __builtin_add_overflow(span, width, &span) || lo + span < lo)
-        span = UINTPTR_MAX - lo;
-    return pf_register_guard((const void *)lo, span);
+    size_t step = pitch > width ? pitch : width;
+    r.exact = !__builtin_mul_overflow(z, slice_rows, &off) && !__builtin_add_overflow(off, y, &off) &&
+              !__builtin_mul_overflow(off, pitch, &off) && !__builtin_add_overflow(off, x, &off) &&
+              !__builtin_add_overflow(lo, off, &lo) && depth && height && width &&
+              !__builtin_mul_overflow(depth - 1, slice_rows, &rows) &&
+              !__builtin_add_overflow(rows, height - 1, &rows) && !__builtin_mul_overflow(rows, step, &span) &&
+              !__builtin_add_overflow(span, width, &span) && lo + span >= lo;
+    r.lo = lo;
+    r.span = r.exact ? span : UINTPTR_MAX - lo;
+    r.host = 1;
+    return r;
 }
-#define GUARD_SIDE(p, side, z, slice_rows, depth) \
-    pf_guard_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, (p)->side##Y, z, \
-                  slice_rows, (p)->side##Pitch, (p)->WidthInBytes, (p)->Height, depth)
-#define GUARD_2D(p, dir) ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, 0, 0, 1) : GUARD_SIDE(p, dst, 0, 0, 1))
-#define GUARD_3D(p, dir) \
-    ((dir) == PF_DIR_H2D ? GUARD_SIDE(p, src, (p)->srcZ, (p)->srcHeight, (p)->Depth) \
-                         : GUARD_SIDE(p, dst, (p)->dstZ, (p)->dstHeight, (p)->Depth))
+#define ROWS_SIDE(p, side, z, slice_rows, depth) \
+    pf_side_rows((p)->side##MemoryType, (p)->side##Host, (p)->side##Device, (p)->side##XInBytes, (p)->side##Y, z, \
+                 slice_rows, (p)->side##Pitch, (p)->WidthInBytes, (p)->Height, depth)
+#define ROWS_2D(p, dir) ((dir) == PF_DIR_H2D ? ROWS_SIDE(p, src, 0, 0, 1) : ROWS_SIDE(p, dst, 0, 0, 1))
+#define ROWS_3D(p, dir) \
+    ((dir) == PF_DIR_H2D ? ROWS_SIDE(p, src, (p)->srcZ, (p)->srcHeight, (p)->Depth) \
+                         : ROWS_SIDE(p, dst, (p)->dstZ, (p)->dstHeight, (p)->Depth))
 /* A 2D or 3D copy (dims 2 or 3) up to the driver's call. */
 #define SHAPED(dims, family, ptds, as, p, st, call) \
     do { \
@@ -222,7 +239,7 @@ int pf_guard_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x
             return call; \
         pf_pending_wait(NULL, (size_t)-1); \
         SHAPED_STAGE(family, bytes_##dims##d(p), SHAPE_ROUTE(p), st, ptds, as, pf_shape_##dims##d(p, rt_, &x_, &s_), \
-                     GUARD_##dims##D(p, c_.dir), call); \
+                     ROWS_##dims##D(p, rt_.dir), call); \
     } while (0)
 #define WRAP_M2D(family, ptds, sym) \
     PF_API CUresult sym(const CUDA_MEMCPY2D *p) { SHAPED(2, family, ptds, 0, p, 0, PF_CALL(sym, p)); }
@@ -245,7 +262,8 @@ static inline struct pf_route array_route(enum pf_dir dir, const void *host) {
             return call; \
         pf_pending_wait(h, n); \
         SHAPED_STAGE(family, n, array_route(dir, h), st, ptds, as, \
-                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), pf_register_guard(h, n), call); \
+                     pf_shape_array(a, o, (void *)(h), n, dir, &x_, &s_), \
+                     ((struct pf_rows){.lo = (uintptr_t)(h), .span = n, .exact = 1, .host = 1}), call); \
     } while (0)
 #define WRAP_HTOA(family, ptds, sym) \
     PF_API CUresult sym(CUarray a, size_t o, const void *h, size_t n) { \

@@ -9,7 +9,8 @@
  *       bytes at the same address, copied both ways and compared: one line
  *       per case, "ok" or "STALE"; asynchronous copies through a
  *       registration keep the pageable copies' host semantics; the
- *       program's own cuMemHostRegister/Unregister get the driver's answers.
+ *       program's own cuMemHostRegister/Unregister get the driver's answers,
+ *       and copies of every form running past its registration's end.
  *       Exit 1 on any wrong byte.
  *   register_check fork [MiB]    copy-on-write of registered pages: the
  *       program registers a malloc'd range itself, forks; the child reads
@@ -238,6 +239,26 @@ static void check(void) {
 
     /* the program's own registrations: the driver's answers */
     printf("own register inside ours: %d\n", (int)cuMemHostRegister(r + 4096, 8192, 0));
+    {   /* copies from its second page on, running a page past its end */
+        unsigned char *at = r + 8192;
+        CUresult e[7];
+        e[0] = cuMemcpyHtoD(dev, at, 8192);
+        e[1] = cuMemcpyDtoH(at, dev, 8192);
+        e[2] = cuMemcpyHtoDAsync(dev, at, 8192, s);
+        e[3] = cuMemcpyDtoHAsync(at, dev, 8192, s);
+        CK(cuStreamSynchronize(s));
+        for (int k = 0; k < 3; k++) { /* 2D, two rows of a page: H2D, D2H, H2D async */
+            CUDA_MEMCPY2D m = {.WidthInBytes = 4096, .Height = 2, .srcPitch = 4096, .dstPitch = 4096};
+            m.srcMemoryType = k == 1 ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+            m.dstMemoryType = k == 1 ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            m.srcHost = m.dstHost = at;
+            m.srcDevice = m.dstDevice = dev;
+            e[4 + k] = k == 2 ? cuMemcpy2DAsync(&m, s) : cuMemcpy2D(&m);
+        }
+        CK(cuStreamSynchronize(s));
+        printf("past its end: H2D %d, D2H %d, async H2D %d, async D2H %d, 2D H2D %d, 2D D2H %d, 2D async H2D %d\n",
+               (int)e[0], (int)e[1], (int)e[2], (int)e[3], (int)e[4], (int)e[5], (int)e[6]);
+    }
     printf("own unregister of it: %d\n", (int)cuMemHostUnregister(r + 4096));
     printf("own unregister of ours: %d (want %d)\n", (int)cuMemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
     verdict("after the program's own", r);

@@ -7,7 +7,9 @@
  * at all; for each, a
  * 32 MiB copy across the middle is timed both ways, synchronous and
  * asynchronous (the time the asynchronous call took to return, and until
- * its stream was done), the bytes checked through pinned memory; then
+ * its stream was done), the bytes checked through pinned memory, and
+ * the same span as an asynchronous D2H and as 2D copies both ways (rows of
+ * 1 MiB) answered; then
  * what the driver answers for the second half's start, and whether
  * unregistering the first half leaves the second registered.  One JSON
  * line per case, with each copy's result (a refused copy is not made
@@ -24,6 +26,7 @@
 #define SPAN ((size_t)32 << 20)
 #define AT (HALF - SPAN / 2)
 #define REPS 9
+#define ROW ((size_t)1 << 20)
 
 enum way { WHOLE, HALVES, FIRST_HALF, SECOND_HALF, NONE, NWAYS };
 static const char *ways[NWAYS] = {"whole", "two halves", "first half", "second half", "none"};
@@ -37,6 +40,21 @@ static unsigned char *range(void) {
     return (unsigned char *)(((uintptr_t)m + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1));
 }
 
+/* the span as rows of a 2D copy, host side h, device side d */
+static CUresult copy_2d(int h2d, unsigned char *h, CUdeviceptr d) {
+    CUDA_MEMCPY2D m = {.WidthInBytes = ROW, .Height = SPAN / ROW, .srcPitch = ROW, .dstPitch = ROW};
+    m.srcMemoryType = h2d ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    m.dstMemoryType = h2d ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    if (h2d) {
+        m.srcHost = h;
+        m.dstDevice = d;
+    } else {
+        m.srcDevice = d;
+        m.dstHost = h;
+    }
+    return cuMemcpy2D(&m);
+}
+
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i += 4) {
         unsigned v = (unsigned)(i * 2654435761u) ^ seed;
@@ -48,10 +66,12 @@ int main(void) {
     probe_context();
     CUstream st;
     CUdeviceptr dev;
-    unsigned char *pinned;
+    unsigned char *pinned, *zeros;
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc(&dev, SPAN));
     CK(cuMemAllocHost((void **)&pinned, SPAN));
+    CK(cuMemAllocHost((void **)&zeros, SPAN));
+    memset(zeros, 0, SPAN);
     unsigned char *p = range();
     for (int w = 0; w < NWAYS; w++) {
         fill(p, BYTES, (unsigned)w);
@@ -64,6 +84,7 @@ int main(void) {
         double t[4][REPS];
         int wrong = 0;
         CUresult e[4] = {CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
+        CUresult d2h_async = CUDA_SUCCESS, h2d_2d = CUDA_SUCCESS, d2h_2d = CUDA_SUCCESS;
         for (int r = 0; r < REPS; r++) {
             double t0 = probe_now();
             e[0] = e[0] ? e[0] : cuMemcpyHtoD(dev, p + AT, SPAN);
@@ -80,15 +101,33 @@ int main(void) {
             e[3] = e[3] ? e[3] : cuMemcpyDtoH(p + AT, dev, SPAN);
             t[3][r] = probe_now() - t0;
             wrong += memcmp(pinned, p + AT, SPAN) != 0;
+            if (r == 0) { /* the other forms once: their results, their bytes */
+                memset(p + AT, 0x5A, SPAN);
+                d2h_async = cuMemcpyDtoHAsync(p + AT, dev, SPAN, st);
+                CK(cuStreamSynchronize(st));
+                wrong += !d2h_async && memcmp(pinned, p + AT, SPAN) != 0;
+                memcpy(p + AT, pinned, SPAN);
+                CK(cuMemcpyHtoD(dev, zeros, SPAN));
+                h2d_2d = copy_2d(1, p + AT, dev);
+                if (h2d_2d) /* refused: the device's bytes back from pinned */
+                    CK(cuMemcpyHtoD(dev, pinned, SPAN));
+                CK(cuMemcpyDtoH(pinned, dev, SPAN));
+                wrong += memcmp(pinned, p + AT, SPAN) != 0;
+                memset(p + AT, 0x5A, SPAN);
+                d2h_2d = copy_2d(0, p + AT, dev);
+                wrong += !d2h_2d && memcmp(pinned, p + AT, SPAN) != 0;
+            }
             memcpy(p + AT, pinned, SPAN);
         }
         unsigned type = 0;
         CUresult a = cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(p + HALF));
         printf("{\"probe\":\"reg_pieces\",\"way\":\"%s\",\"h2d_sync_gbps\":%.2f,\"h2d_async_return_us\":%.1f,"
                "\"h2d_async_gbps\":%.2f,\"d2h_sync_gbps\":%.2f,\"wrong\":%d,\"second_half_attribute\":%d,"
-               "\"second_half_type\":%u,\"h2d_sync_result\":%d,\"h2d_async_result\":%d,\"d2h_sync_result\":%d",
+               "\"second_half_type\":%u,\"h2d_sync_result\":%d,\"h2d_async_result\":%d,\"d2h_sync_result\":%d,"
+               "\"d2h_async_result\":%d,\"h2d_2d_result\":%d,\"d2h_2d_result\":%d",
                ways[w], SPAN / probe_median(t[0], REPS) / 1e9, probe_median(t[1], REPS) * 1e6,
-               SPAN / probe_median(t[2], REPS) / 1e9, SPAN / probe_median(t[3], REPS) / 1e9, wrong, (int)a, type, (int)e[0], (int)e[1], (int)e[3]);
+               SPAN / probe_median(t[2], REPS) / 1e9, SPAN / probe_median(t[3], REPS) / 1e9, wrong, (int)a, type,
+               (int)e[0], (int)e[1], (int)e[3], (int)d2h_async, (int)h2d_2d, (int)d2h_2d);
         if (w == HALVES) {
             /* the first half undone: is the second still registered? */
             CUresult u1 = cuMemHostUnregister(p);
