@@ -1,4 +1,4 @@
-/* Cost of classifying a host pointer the map knows (issue 2: under 200 ns
+/* Cost of classifying a host pointer the map knows (target: under 200 ns
  * for known ranges).  Links the shim's interval map directly: N pinned-like
  * ranges are recorded, then random addresses inside and between them are
  * looked up; every answer is checked, so the run also proves the map right.

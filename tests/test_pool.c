@@ -1,4 +1,4 @@
-/* test_pool: the pinned pool (issue 4).  Under pinfast, cuMemHostAlloc and
+/* test_pool: the pinned pool.  Under pinfast, cuMemHostAlloc and
  * cuMemAllocHost are served from blocks the program freed with cuMemFreeHost,
  * reused only for the same size, API, flags and context, and only after the
  * free synchronised the context.  Everything here must also hold without

@@ -5,7 +5,7 @@ A workload that reports, per direction and size, a measurement "single"
 (GPU 0 alone, bytes = one copy) and "all" (every GPU at once, bytes = one
 copy x GPUs, params["gpus"] GPUs) gets one scaling row per variant:
 ratio = all GB/s / single GB/s, 2.0 being perfect scaling on two GPUs.
-The floor is FLOOR_PER_GPU x GPUs (1.7x on two GPUs, issue 8); a row with two
+The floor is FLOOR_PER_GPU x GPUs (1.7x on two GPUs); a row with two
 or more GPUs under it is marked BELOW. It is reported, not an exit status:
 the plain path may well not scale, and a machine's topology can cap it.
 """

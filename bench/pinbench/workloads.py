@@ -31,8 +31,8 @@ _MULTIGPU_QUICK = ("--sizes", "1M,64M", "--batch", "64M", "--reps", "3")
 # node: every visible GPU, new and repeated buffers; full: 1M, 256M, 1G
 _NODE_QUICK = ("--sizes", "1M,256M", "--reps", "3")
 
-# Real programs first: what a user runs (issue: real training and inference
-# loops); the micro workloads follow.
+# Real programs first: what a user runs (training and inference loops); the
+# micro workloads follow.
 # in_quick: what `--quick` runs without --workloads, a bench of a few minutes
 # for a first look (docs/bench.md, "The quick bench"): the real programs
 # except train_loader and offload, whose quick runs took 15 and 12.7 s each

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two GPUs at once (issue 8), on the 2-GPU machine: the topology, the
+# Two GPUs at once, on the 2-GPU machine: the topology, the
 # multigpu workload's checks plain and under pinfast (odd sizes, threads and
 # processes, peer copies; engine_check on both GPUs at once beside a peer
 # ring), then the bench harness on multigpu and multigpu_procs, plain/pinfast/

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A node of GPUs (issue 34): every GPU copying at once, a process per GPU
+# A node of GPUs: every GPU copying at once, a process per GPU
 # and a thread per GPU, from new buffers and from the same buffer each copy,
 # 1 MiB, 256 MiB and 1 GiB each way (the bench's node and node_procs
 # workloads), then DDP training on every GPU with torchrun (ddp_train);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The quick bench as a newcomer meets it, timed from the build to the last
-# result (issue 24): on the GPU machine, from the repository root, nothing
+# result: on the GPU machine, from the repository root, nothing
 # carried,
 #   tests/gpu/checks/quick.sh [more bench/run options]
 # It builds into a fresh $B (build-quick; removed first, as a fresh clone has

@@ -241,7 +241,7 @@ static void check(void) {
     printf("own register inside ours: %d\n", (int)cuMemHostRegister(r + 4096, 8192, 0));
     {   /* copies from its second page on, running a page past its end */
         unsigned char *at = r + 8192;
-        CUresult e[7];
+        CUresult e[10];
         e[0] = cuMemcpyHtoD(dev, at, 8192);
         e[1] = cuMemcpyDtoH(at, dev, 8192);
         e[2] = cuMemcpyHtoDAsync(dev, at, 8192, s);
@@ -255,9 +255,21 @@ static void check(void) {
             m.srcDevice = m.dstDevice = dev;
             e[4 + k] = k == 2 ? cuMemcpy2DAsync(&m, s) : cuMemcpy2D(&m);
         }
+        CUDA_MEMCPY3D v = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = at, .srcPitch = 4096, .srcHeight = 1,
+                           .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = 4096,
+                           .dstHeight = 1, .WidthInBytes = 4096, .Height = 1, .Depth = 2};
+        e[7] = cuMemcpy3D(&v);
+        CUarray a;
+        CUDA_ARRAY_DESCRIPTOR ad = {.Width = 16384, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+        CK(cuArrayCreate(&a, &ad));
+        e[8] = cuMemcpyHtoA(a, 0, at, 8192);
+        e[9] = cuMemcpyAtoH(at, a, 0, 8192);
+        CK(cuArrayDestroy(a));
         CK(cuStreamSynchronize(s));
-        printf("past its end: H2D %d, D2H %d, async H2D %d, async D2H %d, 2D H2D %d, 2D D2H %d, 2D async H2D %d\n",
-               (int)e[0], (int)e[1], (int)e[2], (int)e[3], (int)e[4], (int)e[5], (int)e[6]);
+        printf("past its end: H2D %d, D2H %d, async H2D %d, async D2H %d, 2D H2D %d, 2D D2H %d, 2D async H2D %d, "
+               "3D H2D %d, to an array %d, from an array %d\n",
+               (int)e[0], (int)e[1], (int)e[2], (int)e[3], (int)e[4], (int)e[5], (int)e[6], (int)e[7], (int)e[8],
+               (int)e[9]);
     }
     printf("own unregister of it: %d\n", (int)cuMemHostUnregister(r + 4096));
     printf("own unregister of ours: %d (want %d)\n", (int)cuMemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
