@@ -59,8 +59,9 @@ static inline size_t bytes_3d(const CUDA_MEMCPY3D *p) {
 
 /* The host bytes one side of a 2D/3D copy touches, from its first row's
  * first to its last row's last (x, y, z its offsets, slice_rows the rows
- * of its slices).  exact 0: extents that overflow or are empty, which the
- * driver answers; their span reaches the end of the address space. */
+ * of its slices).  Extents that overflow, or no rows, reach the end of
+ * the address space; exact 0 for those and for rows of no byte: the
+ * driver answers them. */
 struct pf_rows {
     uintptr_t lo;
     size_t span;

@@ -214,14 +214,15 @@ struct pf_rows pf_side_rows(CUmemorytype type, const void *host, CUdeviceptr dev
         return r;
     uintptr_t lo = type == CU_MEMORYTYPE_HOST ? (uintptr_t)host : (uintptr_t)dev, rows, off, span;
     size_t step = pitch > width ? pitch : width;
-    r.exact = !__builtin_mul_overflow(z, slice_rows, &off) && !__builtin_add_overflow(off, y, &off) &&
-              !__builtin_mul_overflow(off, pitch, &off) && !__builtin_add_overflow(off, x, &off) &&
-              !__builtin_add_overflow(lo, off, &lo) && depth && height && width &&
-              !__builtin_mul_overflow(depth - 1, slice_rows, &rows) &&
-              !__builtin_add_overflow(rows, height - 1, &rows) && !__builtin_mul_overflow(rows, step, &span) &&
-              !__builtin_add_overflow(span, width, &span) && lo + span >= lo;
+    int ok = !__builtin_mul_overflow(z, slice_rows, &off) && !__builtin_add_overflow(off, y, &off) &&
+             !__builtin_mul_overflow(off, pitch, &off) && !__builtin_add_overflow(off, x, &off) &&
+             !__builtin_add_overflow(lo, off, &lo) && depth && height &&
+             !__builtin_mul_overflow(depth - 1, slice_rows, &rows) &&
+             !__builtin_add_overflow(rows, height - 1, &rows) && !__builtin_mul_overflow(rows, step, &span) &&
+             !__builtin_add_overflow(span, width, &span) && lo + span >= lo;
     r.lo = lo;
-    r.span = r.exact ? span : UINTPTR_MAX - lo;
+    r.span = ok ? span : UINTPTR_MAX - lo;
+    r.exact = ok && width;
     r.host = 1;
     return r;
 }
