@@ -483,7 +483,7 @@ static void slot_free(struct slot *s)
 {
     slot_unregister(s);
     own(s->p, 0);
-    pf_heap_free(s->p);
+    pf_heap_free(s->p, NULL);
     s->p = NULL;
 }
 
@@ -757,7 +757,7 @@ static void test_kept_registered(void **s)
     (void)s;
     unsigned char *p = registered_block(N);
     long made = atomic_load(&registers), undone = atomic_load(&unregisters);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     assert_true(stub_has(block_base(p)));
     unsigned char *q = pf_heap_alloc(N, 16, 0);
     assert_ptr_equal(q, p);
@@ -765,13 +765,13 @@ static void test_kept_registered(void **s)
     assert_true(direct(&r));
     assert_int_equal(atomic_load(&registers), made);
     /* a smaller malloc that fits it gets it too; one much smaller does not */
-    pf_heap_free(q);
+    pf_heap_free(q, NULL);
     q = pf_heap_alloc(N - 8 * KiB, 16, 0);
     assert_ptr_equal(q, p);
-    pf_heap_free(q);
+    pf_heap_free(q, NULL);
     unsigned char *small = pf_heap_alloc(N / 2, 16, 0);
     assert_ptr_not_equal(small, p);
-    pf_heap_free(small);
+    pf_heap_free(small, NULL);
     assert_int_equal(atomic_load(&unregisters), undone);
     /* kept and unused: undone at the second settle, not the first */
     settle();
@@ -823,17 +823,17 @@ static void test_changed_retires(void **s)
     assert_int_equal(atomic_load(&unregisters), undone + 1);
     assert_false(stub_has(block_base(p)));
     expect_no_failure();
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     /* retired, then freed: held until undone, never given out meanwhile */
     p = registered_block(N);
     pf_register_changed((uintptr_t)p, (uintptr_t)p + N);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     unsigned char *q = pf_heap_alloc(N, 16, 0);
     assert_ptr_not_equal(q, p);
     assert_int_equal(atomic_load(&unregisters), undone + 1);
     settle();
     assert_int_equal(atomic_load(&unregisters), undone + 2);
-    pf_heap_free(q);
+    pf_heap_free(q, NULL);
     settle_all();
 }
 
@@ -844,7 +844,7 @@ static void test_calloc_not_kept(void **s)
     (void)s;
     unsigned char *p = registered_block(N);
     memset(p, 0x5A, N);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     unsigned char *z = pf_heap_alloc(N, 16, 1);
     assert_non_null(z);
     assert_ptr_not_equal(z, p);
@@ -852,7 +852,7 @@ static void test_calloc_not_kept(void **s)
         if (z[i])
             fail_msg("byte %zu of a calloc'd block is %#x", i, z[i]);
     memset(z, 0xA5, N);
-    pf_heap_free(z); /* kept, not registered */
+    pf_heap_free(z, NULL); /* kept, not registered */
     unsigned char *z2 = pf_heap_alloc(N, 16, 1);
     assert_ptr_not_equal(z2, z);
     assert_ptr_not_equal(z2, p);
@@ -861,8 +861,8 @@ static void test_calloc_not_kept(void **s)
             fail_msg("byte %zu of a calloc'd block is %#x", i, z2[i]);
     unsigned char *m = pf_heap_alloc(N, 16, 0);
     assert_ptr_equal(m, p); /* the registered one, before the warm one */
-    pf_heap_free(m);
-    pf_heap_free(z2);
+    pf_heap_free(m, NULL);
+    pf_heap_free(z2, NULL);
     settle_all();
 }
 
@@ -914,10 +914,10 @@ static void realloc_case(int free_after)
     assert_ptr_equal(again, p);
     struct range r = {again, N};
     assert_true(direct(&r));
-    pf_heap_free(again);
-    pf_heap_free(q);
+    pf_heap_free(again, NULL);
+    pf_heap_free(q, NULL);
     while (nfill)
-        pf_heap_free(fill[--nfill]);
+        pf_heap_free(fill[--nfill], NULL);
     assert_int_equal(atomic_load(&unregisters), undone);
     assert_int_equal(atomic_load(&registers), made);
     settle_all();
@@ -982,7 +982,7 @@ static void test_program_registration(void **s)
     assert_int_equal(atomic_load(&registers), made);
     assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
     assert_false(answered);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 }
 
@@ -1000,7 +1000,7 @@ static void test_program_registration_freed(void **s)
     assert_false(answered);
     assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
     assert_false(answered);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle();
     settle();
     pf_heap_lock();
@@ -1067,7 +1067,7 @@ static void test_context_gone_while_registering(void **s)
     expect_no_failure();
     assert_int_equal(atomic_load(&unregisters), undone);
     assert_false(direct(&r));
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 }
 
@@ -1091,7 +1091,7 @@ static void test_free_due(void **s)
     pf_register_use(b, N, 0, &busy, &h);
     pf_register_use(b, N, 0, &busy, &h);
     assert_true(busy); /* b: due */
-    pf_heap_free(b);
+    pf_heap_free(b, NULL);
     gate(0, 0);
     struct range r = {a, N};
     assert_true(t_await(direct, &r));
@@ -1101,8 +1101,8 @@ static void test_free_due(void **s)
     struct range rb = {again, N};
     if (stub_has(block_base(b)))
         assert_true(direct(&rb));
-    pf_heap_free(again);
-    pf_heap_free(a);
+    pf_heap_free(again, NULL);
+    pf_heap_free(a, NULL);
     settle_all();
 }
 
@@ -1134,13 +1134,13 @@ static void test_undo_exclusive(void **s)
     assert_int_equal(pthread_join(t2, NULL), 0);
     expect_no_failure();
     assert_int_equal(atomic_load(&unregisters), undone + 1);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 
     /* kept unused for two settles: undone at the second, reused meanwhile */
     p = registered_block(N);
     undone = atomic_load(&unregisters);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle();
     gate(1, 1);
     done = 0;
@@ -1163,7 +1163,7 @@ static void test_undo_exclusive(void **s)
     if (held)
         fail_msg("a copy went through a registration being undone");
     assert_int_equal(atomic_load(&unregisters), undone + 1);
-    pf_heap_free(q);
+    pf_heap_free(q, NULL);
     settle_all();
 }
 
@@ -1223,7 +1223,7 @@ static void test_program_registrations_share_block(void **s)
     int reg = b->reg;
     pf_heap_unlock();
     assert_int_equal(reg, PF_REG_NONE);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 }
 
@@ -1267,7 +1267,7 @@ static void test_program_registration_retired(void **s)
     assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
     assert_false(answered);
     assert_int_equal(stub_count(), 0);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 }
 
@@ -1281,10 +1281,10 @@ static void test_program_registration_freed_first(void **s)
     int answered;
     assert_int_equal(program_register(p, N, 0, &answered), CUDA_SUCCESS);
     assert_true(answered);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     unsigned char *q = pf_heap_alloc(N, 16, 0);
     assert_ptr_not_equal(q, p);
-    pf_heap_free(q);
+    pf_heap_free(q, NULL);
     assert_int_equal(program_unregister(p, &answered), CUDA_SUCCESS);
     assert_true(answered);
     settle();
@@ -1330,7 +1330,7 @@ static void test_untouched_not_registered(void **s)
     struct range r = {p, N};
     if (!t_await(direct, &r))
         fail_msg("a block written since it was found untouched was not registered");
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     settle_all();
 }
 
@@ -1361,7 +1361,7 @@ static void test_freed_while_measured(void **s)
     pf_register_use(p, N, 0, &busy, &h);
     assert_true(t_await(measuring_now, NULL));
     pf_register_changed((uintptr_t)p, (uintptr_t)p + 4096);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     gate(2, 0);
     if (!t_await(released_more, &before))
         fail_msg("a block retired and freed while measured was never given back");
@@ -1386,8 +1386,8 @@ static void test_refused_next_owner(void **s)
     struct pf_register_stats st;
     pf_register_stats(&st);
     assert_true(st.over_cap > 0);
-    pf_heap_free(c);
-    pf_heap_free(b);
+    pf_heap_free(c, NULL);
+    pf_heap_free(b, NULL);
     settle();
     settle();
     assert_false(stub_has(block_base(b)));
@@ -1396,8 +1396,8 @@ static void test_refused_next_owner(void **s)
     r.p = d;
     if (!t_await(direct, &r))
         fail_msg("a block refused at the cap was not registered for its next owner, with room under the cap");
-    pf_heap_free(d);
-    pf_heap_free(a);
+    pf_heap_free(d, NULL);
+    pf_heap_free(a, NULL);
     settle_all();
 }
 
@@ -1410,12 +1410,12 @@ static void test_kept_touched_first(void **s)
     assert_non_null(a);
     assert_non_null(b);
     memset(a, 1, N);
-    pf_heap_free(a);
-    pf_heap_free(b); /* the newest kept */
+    pf_heap_free(a, NULL);
+    pf_heap_free(b, NULL); /* the newest kept */
     unsigned char *c = pf_heap_alloc(N, 16, 0);
     if (c != a)
         fail_msg("a malloc got the untouched kept block %p, not the touched one %p", (void *)c, (void *)a);
-    pf_heap_free(c);
+    pf_heap_free(c, NULL);
     settle_all();
 }
 

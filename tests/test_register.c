@@ -412,6 +412,48 @@ static void test_reuse_report(void **s)
                  "reused (2, at least 30 and 10 wanted)", r.reg.registered, r.reg.copies, r.reg.heap_reused);
 }
 
+/* glibc raises its mmap threshold to the size of a mapped block the
+ * program frees, and keeps its heap's top up to twice that: blocks of
+ * 256 KiB freed all at once stay in its heap, not given back to the
+ * system to be faulted in again.  1 when it gave its top back. */
+static int libc_gave_back(size_t big, int by_realloc, size_t live)
+{
+    enum { K = 256 << 10 };
+    unsigned char *volatile b = malloc(big);
+    if (!b)
+        return 1;
+    b[0] = 1;
+    if (by_realloc ? realloc(b, 0) != NULL : (free(b), 0))
+        return 1;
+    unsigned char *v[128];
+    size_t n = live / K < 128 ? live / K : 128;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = malloc(K)) || !memset(v[i], (int)i, K))
+            return 1;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    struct mallinfo2 m = mallinfo2();
+    if (m.arena >= live)
+        return 0;
+    fprintf(stderr, "after %s of %zu MiB, %zu MiB of 256 KiB blocks freed: glibc's heap holds %zu MiB\n",
+            by_realloc ? "realloc(p, 0)" : "free", big / MiB, live / MiB, m.arena / MiB);
+    return 1;
+}
+
+/* The child of test_libc_keeps_top: glibc's thresholds as the program left
+ * them (the parent's setup fixes them). */
+static int top_child(void) { return libc_gave_back(8 * MiB, 0, 6 * MiB) || libc_gave_back(16 * MiB, 1, 20 * MiB); }
+
+/* The program's large frees move glibc's thresholds as without pinfast,
+ * whose heap serves those blocks: by free and by realloc(p, 0). */
+static void test_libc_keeps_top(void **s)
+{
+    (void)s;
+    if (!OWN_MALLOC)
+        skip(); /* a sanitizer's malloc: no glibc heap to keep */
+    assert_int_equal(run_child("top", NULL, NULL), 0);
+}
+
 /* ---- the memory of a registered block changed: no unregistration inline ----------- */
 /* The program lets a registered block go (free) and makes an unrelated
  * small copy: no unregistration; the block is kept registered. */
@@ -1449,6 +1491,8 @@ int main(int argc, char **argv)
         return short_child();
     if (argc > 1 && !strcmp(argv[1], "--reuse-child"))
         return reuse_child();
+    if (argc > 1 && !strcmp(argv[1], "--top-child"))
+        return top_child();
 #define CASE(f) cmocka_unit_test_teardown(f, settle)
     const struct CMUnitTest tests[] = {
         CASE(test_mapped_never_registered),
@@ -1464,6 +1508,7 @@ int main(int argc, char **argv)
         CASE(test_protected_block_freed),
         CASE(test_reallocate),
         CASE(test_realloc_from_nothing),
+        CASE(test_libc_keeps_top),
         CASE(test_fork),
         CASE(test_fork_registering),
         CASE(test_own_registrations),

@@ -29,6 +29,31 @@ static int glibc_trim(size_t pad) {
     return 0;
 }
 
+/* glibc raises its mmap threshold to the size of a mapped block the
+ * program frees (up to 32 MiB, DEFAULT_MMAP_THRESHOLD_MAX), and the size at
+ * which it gives its heap's top back to the system to twice that.  The
+ * program's large blocks are pinfast's, so glibc is shown a free of the
+ * same size, made through it: else it would keep giving back, and the
+ * program keep faulting in again, the memory of its smaller blocks (a
+ * DataLoader's samples, freed each one).  The threshold only grows, so a
+ * size no larger than one shown before changes nothing and is not shown. */
+#define LIBC_THRESHOLD_MAX ((size_t)32 << 20)
+
+static void libc_sees_free(size_t n, size_t align) {
+    static size_t shown;
+    size_t was = __atomic_load_n(&shown, __ATOMIC_RELAXED);
+    do {
+        if (n <= was || n > LIBC_THRESHOLD_MAX)
+            return;
+    } while (!__atomic_compare_exchange_n(&shown, &was, n, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    pf_libc_free(align > 16 ? pf_libc_aligned_alloc(align, n) : pf_libc_malloc(n));
+}
+
+static void heap_free(void *p) {
+    size_t align, n = pf_heap_free(p, &align);
+    libc_sees_free(n, align);
+}
+
 PF_API void *malloc(size_t n) {
     void *p = pf_heap_serves(n) ? pf_heap_alloc(n, 16, 0) : NULL;
     return p ? p : pf_libc_malloc(n);
@@ -36,7 +61,7 @@ PF_API void *malloc(size_t n) {
 
 PF_API void free(void *p) {
     if (pf_heap_owns(p))
-        pf_heap_free(p);
+        heap_free(p);
     else
         pf_libc_free(p);
 }
@@ -53,6 +78,10 @@ PF_API void *calloc(size_t m, size_t n) {
 PF_API void *realloc(void *p, size_t n) {
     if (!p)
         return malloc(n);
+    if (pf_heap_owns(p) && !n) { /* as glibc: freed */
+        heap_free(p);
+        return NULL;
+    }
     if (pf_heap_owns(p))
         return pf_heap_realloc(p, n, pf_libc_malloc);
     return pf_libc_realloc(p, n);

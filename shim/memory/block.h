@@ -29,6 +29,7 @@ enum pf_block_reg { PF_REG_NONE, PF_REG_DUE, PF_REG_MAKING, PF_REG_LIVE, PF_REG_
 struct pf_block {
     uintptr_t base;      /* the mapping's start, 2 MiB aligned */
     size_t size;         /* its bytes, whole pages */
+    size_t asked;        /* LIVE: the bytes the program asked for (its last realloc's) */
     size_t reg_len;      /* the bytes from base its registration holds (a block grown in place holds more) */
     uint32_t units;      /* 2 MiB units of the range it takes */
     uint32_t user_off;   /* the program's pointer is base + user_off */
@@ -42,6 +43,7 @@ struct pf_block {
     uint8_t orphan;      /* MAKING: its context was destroyed meanwhile */
     uint8_t untouched;   /* times found not touched whole: it waits longer each time */
     uint8_t undoing;     /* its registration is being undone: no copy takes it, no other undo */
+    uint8_t align_log2;  /* LIVE: the alignment the program asked for */
     uint32_t gen;        /* bumped as the record is given back: one who waited knows it is another block's now */
     int refs;            /* copies through its registration under way, and its registering */
     unsigned sightings;  /* copies of PINFAST_REGISTER_MIN or more seen, by any owner: a loop's

@@ -265,6 +265,8 @@ void *pf_heap_alloc(size_t n, size_t align, int zero) {
     }
     if (b) {
         b->state = PF_BLOCK_LIVE;
+        b->asked = n;
+        b->align_log2 = (uint8_t)class_of(align);
         b->settles = 0;
         b->cold = (uint8_t)zero;
         stats.live_bytes += b->size;
@@ -285,9 +287,12 @@ static struct pf_block *live(void *p, const char *fn) {
     abort();
 }
 
-void pf_heap_free(void *p) {
+size_t pf_heap_free(void *p, size_t *align) {
     pthread_mutex_lock(&lock);
     struct pf_block *b = live(p, "free");
+    size_t asked = b->asked;
+    if (align)
+        *align = (size_t)1 << b->align_log2;
     stats.live_bytes -= b->size;
     if (b->reg == PF_REG_STALE || b->reg == PF_REG_PROGRAM || b->nhands) {
         b->state = PF_BLOCK_HELD; /* pages the driver still holds, for pinfast or the program */
@@ -313,6 +318,7 @@ void pf_heap_free(void *p) {
         }
     }
     pthread_mutex_unlock(&lock);
+    return asked;
 }
 
 size_t pf_heap_usable(const void *p) {
@@ -349,26 +355,21 @@ static int grow(struct pf_block *b, size_t need) {
 }
 
 void *pf_heap_realloc(void *p, size_t n, void *(*other)(size_t)) {
-    if (!n) { /* as glibc: freed */
-        pf_heap_free(p);
-        return NULL;
-    }
-    size_t have = pf_heap_usable(p);
-    if (n <= have && n >= have / 2)
+    pthread_mutex_lock(&lock);
+    struct pf_block *b = live(p, "realloc");
+    size_t have = b->size - b->user_off;
+    int stays = (n <= have && n >= have / 2) ||
+                (n > have && n < ((size_t)1 << 46) && grow(b, (b->user_off + n + page_ - 1) & ~(page_ - 1)));
+    if (stays)
+        b->asked = n;
+    pthread_mutex_unlock(&lock);
+    if (stays)
         return p;
-    if (n > have && n < ((size_t)1 << 46)) {
-        pthread_mutex_lock(&lock);
-        struct pf_block *b = live(p, "realloc");
-        int grown = grow(b, (b->user_off + n + page_ - 1) & ~(page_ - 1));
-        pthread_mutex_unlock(&lock);
-        if (grown)
-            return p;
-    }
-    void *q = pf_heap_alloc(n, 64, 0);
+    void *q = pf_heap_alloc(n, 16, 0);
     if (!q && !(q = other(n)))
         return NULL;
     memcpy(q, p, n < have ? n : have);
-    pf_heap_free(p);
+    pf_heap_free(p, NULL);
     return q;
 }
 

@@ -38,13 +38,15 @@ void pf_heap_start(void);
  * allocator). */
 void *pf_heap_alloc(size_t n, size_t align, int zero);
 /* p, a block of the heap, is freed: kept for reuse (registered, or warm
- * within PINFAST_HEAP_KEEP) or given back to the system. */
-void pf_heap_free(void *p);
+ * within PINFAST_HEAP_KEEP) or given back to the system.  Returns the
+ * bytes the program asked for it, and *align (unless NULL) the alignment:
+ * the size of the free the real allocator would have seen. */
+size_t pf_heap_free(void *p, size_t *align);
 /* The bytes usable at p, a block of the heap. */
 size_t pf_heap_usable(const void *p);
-/* p, a block of the heap, resized: in place when it fits, else moved by a
- * copy (a registered block is never unregistered for it, nor grown in
- * place). */
+/* p, a block of the heap, resized to n > 0 bytes: in place when it fits,
+ * else moved by a copy (a registered block is never unregistered for it,
+ * nor grown in place). */
 void *pf_heap_realloc(void *p, size_t n, void *(*other)(size_t));
 /* Warm blocks kept unregistered are given back (malloc_trim). */
 void pf_heap_trim(void);
