@@ -77,8 +77,10 @@ WORKLOADS = [
     Workload("torch_expandable", "py", ("--bytes", "256M"), est_s=15, est_quick_s=7),
     Workload("tensor_batch", "py", ("--count", "256", "--reps", "3"), est_s=10, est_quick_s=6),
     Workload("torch_train", "py", ("--samples", "512", "--epochs", "2"), est_s=20, est_quick_s=10),
-    # torchrun on every visible GPU: start-up (torch, NCCL, loader workers) dominates
-    Workload("ddp_train", "py", ("--steps", "30", "--warmup-steps", "5"), est_s=25, est_quick_s=20),
+    # torchrun on every visible GPU: start-up (torch, NCCL, loader workers) dominates a
+    # quick run; a full one times 180 steps (about 5 s), as fewer vary by 10% run to run
+    Workload("ddp_train", "py", ("--steps", "30", "--warmup-steps", "5"), ("--steps", "200", "--warmup-steps", "20"),
+             est_s=25, est_quick_s=20),
     Workload("cupy_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=5),
 ]
 
