@@ -777,6 +777,43 @@ static CUDA_MEMCPY2D rows_2d(int h2d, unsigned char *h)
  * tests/gpu/checks/register_check.c), though pinfast's registration of
  * the whole block would take it; within the registration, or from before
  * it into it, it is made. */
+/* Batches whose middle copy runs from the program's registration past its
+ * end (`past`), both ways, on both ABIs: refused there (failIdx), the copy
+ * before it made, the one after not (the driver's answer:
+ * tests/gpu/probes/probe_reg_pieces.c). */
+static void batch_past(unsigned char *past)
+{
+    static unsigned char zero[4 * PAGE], got[PAGE];
+    CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t z[3] = {PAGE, 2 * PAGE, PAGE}, ai = 0;
+    memset(pinned, 0xC3, 2 * PAGE);
+    for (int h2d = 0; h2d < 2; h2d++) {
+        for (int v1 = 0; v1 < 2; v1++) {
+            CUdeviceptr d[3], s[3], side = dev + 16 * PAGE;
+            size_t fail = 12345;
+            CK(D.MemcpyHtoD(side, zero, sizeof zero));
+            for (int i = 0; i < 3; i += 2) {
+                d[i] = h2d ? side + (size_t)i * PAGE : (CUdeviceptr)(uintptr_t)(pinned + 2 * PAGE + (size_t)i * PAGE);
+                s[i] = h2d ? (CUdeviceptr)(uintptr_t)(pinned + (size_t)i / 2 * PAGE) : side + (size_t)i * PAGE;
+            }
+            d[1] = h2d ? dev : (CUdeviceptr)(uintptr_t)past;
+            s[1] = h2d ? (CUdeviceptr)(uintptr_t)past : dev;
+            CUresult r = v1 ? D.MemcpyBatchAsync12(d, s, z, 3, &at, &ai, 1, &fail, stream)
+                            : D.MemcpyBatchAsync(d, s, z, 3, &at, &ai, 1, stream);
+            CK(D.StreamSynchronize(stream));
+            if (r != CUDA_ERROR_INVALID_VALUE || (v1 && fail != 1))
+                fail_msg("%s batch (%s ABI) with a copy past the program's registration: %d, failIdx %zu (%d, 1 "
+                         "wanted)", h2d ? "H2D" : "D2H", v1 ? "12.8" : "13.0", (int)r, fail,
+                         (int)CUDA_ERROR_INVALID_VALUE);
+            for (int i = 0; h2d && i < 3; i += 2) {
+                CK(D.MemcpyDtoH(got, side + (size_t)i * PAGE, PAGE));
+                if ((got[0] == 0xC3) != !i)
+                    fail_msg("a refused batch's copy %d %s", i, i ? "was made" : "was not made");
+            }
+        }
+    }
+}
+
 static void test_own_registration_overrun(void **s)
 {
     (void)s;
@@ -808,6 +845,7 @@ static void test_own_registration_overrun(void **s)
     CK(D.MemcpyHtoA(a, 0, mine, 2 * PAGE));
     CK(D.ArrayDestroy(a));
     CK(D.StreamSynchronize(stream));
+    batch_past(past);
     round_trip(mine, 2 * PAGE, "a copy within the program's registration");
     round_trip(r, 4 * PAGE, "a copy from before the program's registration to its end");
     CK(D.MemHostUnregister(mine));

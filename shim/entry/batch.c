@@ -31,6 +31,34 @@ static CUresult batch_driver(const struct batch_abi *b, void *scratch, const siz
     return r;
 }
 
+int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail) {
+    size_t at = 0;
+    CUstreamCaptureStatus cs;
+    if (!b->overrun || !pf_register_watching() || b->stream == CU_STREAM_LEGACY)
+        return 0;
+    while (at < n && !b->overrun(b->args, at))
+        at++;
+    if (at == n || pf_capturing() || PF_CALL(cuStreamIsCapturing, b->stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return 0;
+    size_t *idx = pf_libc_malloc((at + 1) * sizeof *idx);
+    void *scratch = pf_libc_malloc((at + 1) * b->scratch_bytes);
+    int done = idx && scratch;
+    if (done) {
+        for (size_t i = 0; i < at; i++)
+            idx[i] = i;
+        c->result = at ? batch_driver(b, scratch, idx, at, fail) : CUDA_SUCCESS;
+        if (c->result == CUDA_SUCCESS) {
+            c->result = CUDA_ERROR_INVALID_VALUE;
+            if (fail)
+                *fail = at;
+        }
+    }
+    pf_libc_free(idx);
+    pf_libc_free(scratch);
+    return done;
+}
+
 int pf_batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t *fail, int v1) {
     CUstreamCaptureStatus cs;
     if (!pf_options()->stage || b->stream == CU_STREAM_LEGACY || (v1 && !fail) || pf_capturing() ||

@@ -28,7 +28,9 @@ struct batch_abi {
     CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
     size_t scratch_bytes;
     CUstream stream;
-    int (*guard)(void *args, size_t i); /* before the driver sees copy i: pf_register_guard's answer */
+    int (*guard)(void *args, size_t i);   /* before the driver sees copy i: pf_register_guard's answer */
+    int (*overrun)(void *args, size_t i); /* copy i runs past the program's own registration (copies.h);
+                                           * NULL: not looked for (3D batches: the driver's answer not probed) */
 };
 
 /* What `stageable` finds of a copy. */
@@ -37,6 +39,15 @@ enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
 /* Before the driver sees the whole batch, well formed or not: 1 when a
  * registration of pinfast's holds some of its host bytes. */
 int pf_batch_guard_all(const struct batch_abi *b, size_t n, int valid);
+
+/* A batch the wrapper found well formed with a copy that runs from the
+ * program's own registration past its end (pf_overruns_hand): the driver
+ * refuses it there, having moved the copies before it
+ * (tests/gpu/probes/probe_reg_pieces.c), so those go to the driver as one
+ * batch and the batch is refused at that copy.  1 then (c->result is the
+ * call's); 0 when there is none, or on the legacy stream or a capturing
+ * one (the driver answers a batch there). */
+int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail);
 
 /* Stages what it can of a batch of n copies the wrapper found well formed:
  * 1 when it took the batch (c->result is the call's), 0 when the whole

@@ -144,6 +144,15 @@ static int linear_guard(void *args, size_t i) {
            pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]);
 }
 
+static int linear_overrun(void *args, size_t i) {
+    const struct linear_args *b = args;
+    if (!pf_register_near((const void *)(uintptr_t)b->s[i], 0) &&
+        !pf_register_near((const void *)(uintptr_t)b->d[i], 0))
+        return 0;
+    struct pf_route rt = pf_route_linear(b->d[i], b->s[i], b->z[i], PF_MEM_OPEN, PF_MEM_OPEN, 1);
+    return pf_overruns_hand(rt, rt.dir == PF_DIR_H2D ? b->s[i] : b->d[i], b->z[i]);
+}
+
 /* The room a copy takes in a part of a linear batch (linear_part). */
 struct linear_copy {
     CUdeviceptr d, s;
@@ -211,16 +220,17 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
     return pf_shape_3d(&m, rt, &c->x, &c->s) ? COPY_TAKE : COPY_INVALID;
 }
 
-static int op_guard_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
-    return o->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
-           pf_rows_guard(pf_side_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
-                                      o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
-                                      o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height,
-                                      e->depth));
+/* A pointer operand's bytes, as if host memory (host 0: an array). */
+static struct pf_rows op_rows(const CUmemcpy3DOperand *o, const CUextent3D *e) {
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
+        return (struct pf_rows){0};
+    return pf_side_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
+                        o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
+                        o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
 }
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
-    return op_guard_side(&o->src, &o->extent) | op_guard_side(&o->dst, &o->extent);
+    return pf_rows_guard(op_rows(&o->src, &o->extent)) | pf_rows_guard(op_rows(&o->dst, &o->extent));
 }
 
 static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch, const size_t *idx, size_t k) {
@@ -233,7 +243,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
 /* The body of a batch's wrapper: `valid` says the batch is well formed,
  * `args` its arguments for `stageable` and `part` (the driver's call for a
  * part of it). */
-#define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, scratch, n, st, fail, v1, call) \
+#define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, overrun, scratch, n, st, fail, v1, call) \
     do { \
         if (!pf_enter()) \
             return call; \
@@ -246,10 +256,10 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         c_.host = b_.route.host; \
         c_.path = PF_PATH_PASSTHROUGH; \
         __typeof__(args) a_ = args; \
-        struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard}; \
+        struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard, overrun}; \
         int valid_ = valid; \
-        FINISH(valid_ &&pf_batch_stage(&c_, &abi_, n, fail, v1), b_.bytes, pf_batch_guard_all(&abi_, n, valid_), \
-               abi_.stream, call); \
+        FINISH(valid_ && (pf_batch_refused(&c_, &abi_, n, fail) || pf_batch_stage(&c_, &abi_, n, fail, v1)), b_.bytes, \
+               pf_batch_guard_all(&abi_, n, valid_), abi_.stream, call); \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's
@@ -263,7 +273,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
     PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
                         size_t na, size_t *fail, CUstream st) { \
         BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
-                linear_guard, sizeof(struct linear_copy), n, st, fail, 1, \
+                linear_guard, linear_overrun, sizeof(struct linear_copy), n, st, fail, 1, \
                 PF_CALL(sym, d, s, z, n, a, ai, na, fail, st)); \
     }
 #define WRAP_BATCH_V2(family, ptds, sym) \
@@ -275,7 +285,8 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
     PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
                         size_t na, CUstream st) { \
         BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
-                linear_guard, sizeof(struct linear_copy), n, st, NULL, 0, PF_CALL(sym, d, s, z, n, a, ai, na, st)); \
+                linear_guard, linear_overrun, sizeof(struct linear_copy), n, st, NULL, 0, \
+                PF_CALL(sym, d, s, z, n, a, ai, na, st)); \
     }
 /* flags must be 0: any other goes to the driver */
 #define OPS_ARGS ((struct ops_args){ops, st})
@@ -284,7 +295,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), fail, 0, ((struct ops_args *)b)->st); \
     } \
     PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long f, CUstream st) { \
-        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, NULL, \
                 sizeof *ops, n, st, fail, 1, PF_CALL(sym, n, ops, fail, f, st)); \
     }
 #define WRAP_BATCH3D_V2(family, ptds, sym) \
@@ -293,7 +304,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), 0, ((struct ops_args *)b)->st); \
     } \
     PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long f, CUstream st) { \
-        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, NULL, \
                 sizeof *ops, n, st, NULL, 0, PF_CALL(sym, n, ops, f, st)); \
     }
 

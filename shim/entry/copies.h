@@ -8,6 +8,7 @@
 #include "../driver/capture.h"
 #include "../engine/engine.h"
 #include "../engine/route.h"
+#include "../memory/register.h"
 #include "../memory/register_guard.h"
 #include "../observe/nvtx.h"
 
@@ -72,6 +73,17 @@ struct pf_rows {
  * wrappers. */
 struct pf_rows pf_side_rows(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y, size_t z,
                             size_t slice_rows, size_t pitch, size_t width, size_t height, size_t depth);
+
+/* The program's own registration inside a block pinfast registered,
+ * answered from pinfast's: a copy whose host bytes [lo, lo + n) start in
+ * it and run past its end is refused, as the driver refuses every form of
+ * such a copy without pinfast, a batch's too (tests/gpu/probes/
+ * probe_reg_pieces.c), though pinfast's registration of the whole block
+ * would take it. */
+static inline int pf_overruns_hand(struct pf_route rt, uintptr_t lo, size_t n) {
+    return rt.host == PF_MEM_PINNED && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
+           pf_register_near((const void *)lo, n) && pf_register_hand_overrun((const void *)lo, n);
+}
 
 /* pf_register_guard over a side's host bytes: its answer. */
 static inline int pf_rows_guard(struct pf_rows r) { return r.host && pf_register_guard((const void *)r.lo, r.span); }

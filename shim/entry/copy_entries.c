@@ -29,16 +29,6 @@ static inline __attribute__((always_inline)) int stage(struct pf_copy_seen *c, i
     return path != 0;
 }
 
-/* The program's own registration inside a block pinfast registered,
- * answered from pinfast's: a copy whose host bytes [lo, lo + n) start in
- * it and run past its end is refused, as the driver refuses every form of
- * such a copy without pinfast (tests/gpu/probes/probe_reg_pieces.c), though
- * pinfast's registration of the whole block would take it. */
-static inline int hand_overrun(struct pf_route rt, uintptr_t lo, size_t n) {
-    return rt.host == PF_MEM_PINNED && (rt.dir == PF_DIR_H2D || rt.dir == PF_DIR_D2H) &&
-           pf_register_near((const void *)lo, n) && pf_register_hand_overrun((const void *)lo, n);
-}
-
 /* A linear copy up to the driver's call: routes it, has the engine stage
  * or bounce it when the route says so, and returns 1 when it did (c->result is the
  * copy's), 0 when the wrapper passes it to the driver; *noted: an NVTX range
@@ -61,7 +51,7 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
     void *host = (void *)(rt.dir == PF_DIR_H2D ? src : dst);
-    if (hand_overrun(rt, (uintptr_t)host, n)) {
+    if (pf_overruns_hand(rt, (uintptr_t)host, n)) {
         c->result = CUDA_ERROR_INVALID_VALUE;
         return 1;
     }
@@ -183,7 +173,7 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
     c->host = rt.host;
     c->path = PF_PATH_PASSTHROUGH;
     *noted = 0;
-    if (h.exact && hand_overrun(rt, h.lo, h.span)) {
+    if (h.exact && pf_overruns_hand(rt, h.lo, h.span)) {
         c->result = CUDA_ERROR_INVALID_VALUE;
         return 1;
     }

@@ -8,8 +8,11 @@
  * 32 MiB copy across the middle is timed both ways, synchronous and
  * asynchronous (the time the asynchronous call took to return, and until
  * its stream was done), the bytes checked through pinned memory, and
- * the same span as an asynchronous D2H and as 2D copies both ways (rows of
- * 1 MiB) answered; then
+ * the same span as an asynchronous D2H, as 2D copies both ways (rows of
+ * 1 MiB) and as the middle copy of a batch of three both ways (the 12.8
+ * ABI: its result, failIdx, and which of the other two H2D it made) and of
+ * a 3D batch of pointers (H2D)
+ * answered; then
  * what the driver answers for the second half's start, and whether
  * unregistering the first half leaves the second registered.  One JSON
  * line per case, with each copy's result (a refused copy is not made
@@ -55,6 +58,58 @@ static CUresult copy_2d(int h2d, unsigned char *h, CUdeviceptr d) {
     return cuMemcpy2D(&m);
 }
 
+typedef CUresult (*batch_fn)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUmemcpyAttributes *, size_t *, size_t,
+                            size_t *, CUstream);
+static batch_fn batch;
+
+/* The span as the middle copy of a batch of three (stream order), the
+ * others 1 MiB from pinned to `side` and back: the result, failIdx (-1 for
+ * none) and *made, a bit for each of the other two H2D that moved. */
+static CUresult copy_batch(int h2d, unsigned char *h, CUdeviceptr d, unsigned char *pinned, CUdeviceptr side,
+                           CUstream st, long long *fail, int *made) {
+    CUdeviceptr dst[3], src[3];
+    size_t n[3] = {ROW, SPAN, ROW}, ai = 0, fi = 12345;
+    CUmemcpyAttributes a = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    for (int i = 0; i < 3; i += 2) {
+        dst[i] = h2d ? side + (size_t)i * ROW : (CUdeviceptr)(uintptr_t)(pinned + (size_t)i * ROW);
+        src[i] = h2d ? (CUdeviceptr)(uintptr_t)(pinned + (size_t)i * ROW) : side + (size_t)i * ROW;
+    }
+    dst[1] = h2d ? d : (CUdeviceptr)(uintptr_t)h;
+    src[1] = h2d ? (CUdeviceptr)(uintptr_t)h : d;
+    CUresult r = batch(dst, src, n, 3, &a, &ai, 1, &fi, st);
+    CK(cuStreamSynchronize(st));
+    *fail = fi == SIZE_MAX ? -1 : (long long)fi;
+    *made = 0;
+    for (int i = 0; h2d && i < 3; i += 2) {
+        unsigned char got[64];
+        CK(cuMemcpyDtoH(got, side + (size_t)i * ROW, sizeof got));
+        *made |= !memcmp(got, pinned + (size_t)i * ROW, sizeof got) << (i / 2);
+    }
+    return r;
+}
+
+typedef CUresult (*batch3d_fn)(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long, CUstream);
+static batch3d_fn batch3d;
+
+/* The same as 3D batch operations of pointers (H2D), the span one row. */
+static CUresult copy_batch3d(unsigned char *h, CUdeviceptr d, unsigned char *pinned, CUdeviceptr side, CUstream st,
+                             long long *fail) {
+    CUDA_MEMCPY3D_BATCH_OP op[3];
+    size_t fi = 12345;
+    for (int i = 0; i < 3; i++) {
+        op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                         .extent = {i == 1 ? SPAN : ROW, 1, 1},
+                                         .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+        op[i].src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)(i == 1 ? h : pinned + (size_t)i * ROW);
+        op[i].dst.op.ptr.ptr = i == 1 ? d : side + (size_t)i * ROW;
+    }
+    CUresult r = batch3d(3, op, &fi, 0, st);
+    CK(cuStreamSynchronize(st));
+    *fail = fi == SIZE_MAX ? -1 : (long long)fi;
+    return r;
+}
+
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i += 4) {
         unsigned v = (unsigned)(i * 2654435761u) ^ seed;
@@ -65,12 +120,17 @@ static void fill(unsigned char *p, size_t n, unsigned seed) {
 int main(void) {
     probe_context();
     CUstream st;
-    CUdeviceptr dev;
-    unsigned char *pinned, *zeros;
+    CUdeviceptr dev, side;
+    unsigned char *pinned, *zeros, *scratch;
+    CUdriverProcAddressQueryResult q;
+    CK(cuGetProcAddress("cuMemcpyBatchAsync", (void **)&batch, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+    CK(cuGetProcAddress("cuMemcpy3DBatchAsync", (void **)&batch3d, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &q));
     CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
     CK(cuMemAlloc(&dev, SPAN));
+    CK(cuMemAlloc(&side, 3 * ROW));
     CK(cuMemAllocHost((void **)&pinned, SPAN));
     CK(cuMemAllocHost((void **)&zeros, SPAN));
+    CK(cuMemAllocHost((void **)&scratch, 3 * ROW));
     memset(zeros, 0, SPAN);
     unsigned char *p = range();
     for (int w = 0; w < NWAYS; w++) {
@@ -85,6 +145,9 @@ int main(void) {
         int wrong = 0;
         CUresult e[4] = {CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS, CUDA_SUCCESS};
         CUresult d2h_async = CUDA_SUCCESS, h2d_2d = CUDA_SUCCESS, d2h_2d = CUDA_SUCCESS;
+        CUresult h2d_batch = CUDA_SUCCESS, d2h_batch = CUDA_SUCCESS, h2d_batch3d = CUDA_SUCCESS;
+        long long h2d_batch_fail = 0, d2h_batch_fail = 0, h2d_batch3d_fail = 0;
+        int h2d_batch_made = 0, unused;
         for (int r = 0; r < REPS; r++) {
             double t0 = probe_now();
             e[0] = e[0] ? e[0] : cuMemcpyHtoD(dev, p + AT, SPAN);
@@ -116,6 +179,19 @@ int main(void) {
                 memset(p + AT, 0x5A, SPAN);
                 d2h_2d = copy_2d(0, p + AT, dev);
                 wrong += !d2h_2d && memcmp(pinned, p + AT, SPAN) != 0;
+                memcpy(p + AT, pinned, SPAN);
+                CK(cuMemcpyHtoD(side, zeros, 3 * ROW));
+                CK(cuMemcpyHtoD(dev, zeros, SPAN));
+                h2d_batch = copy_batch(1, p + AT, dev, pinned, side, st, &h2d_batch_fail, &h2d_batch_made);
+                if (h2d_batch)
+                    CK(cuMemcpyHtoD(dev, pinned, SPAN));
+                CK(cuMemcpyDtoH(pinned, dev, SPAN));
+                wrong += memcmp(pinned, p + AT, SPAN) != 0;
+                memset(p + AT, 0x5A, SPAN);
+                d2h_batch = copy_batch(0, p + AT, dev, scratch, side, st, &d2h_batch_fail, &unused);
+                wrong += !d2h_batch && memcmp(pinned, p + AT, SPAN) != 0;
+                memcpy(p + AT, pinned, SPAN);
+                h2d_batch3d = copy_batch3d(p + AT, dev, pinned, side, st, &h2d_batch3d_fail);
             }
             memcpy(p + AT, pinned, SPAN);
         }
@@ -124,10 +200,13 @@ int main(void) {
         printf("{\"probe\":\"reg_pieces\",\"way\":\"%s\",\"h2d_sync_gbps\":%.2f,\"h2d_async_return_us\":%.1f,"
                "\"h2d_async_gbps\":%.2f,\"d2h_sync_gbps\":%.2f,\"wrong\":%d,\"second_half_attribute\":%d,"
                "\"second_half_type\":%u,\"h2d_sync_result\":%d,\"h2d_async_result\":%d,\"d2h_sync_result\":%d,"
-               "\"d2h_async_result\":%d,\"h2d_2d_result\":%d,\"d2h_2d_result\":%d",
+               "\"d2h_async_result\":%d,\"h2d_2d_result\":%d,\"d2h_2d_result\":%d,\"h2d_batch_result\":%d,"
+               "\"h2d_batch_fail_idx\":%lld,\"h2d_batch_others_made\":%d,\"d2h_batch_result\":%d,"
+               "\"d2h_batch_fail_idx\":%lld,\"h2d_batch3d_result\":%d,\"h2d_batch3d_fail_idx\":%lld",
                ways[w], SPAN / probe_median(t[0], REPS) / 1e9, probe_median(t[1], REPS) * 1e6,
                SPAN / probe_median(t[2], REPS) / 1e9, SPAN / probe_median(t[3], REPS) / 1e9, wrong, (int)a, type,
-               (int)e[0], (int)e[1], (int)e[3], (int)d2h_async, (int)h2d_2d, (int)d2h_2d);
+               (int)e[0], (int)e[1], (int)e[3], (int)d2h_async, (int)h2d_2d, (int)d2h_2d, (int)h2d_batch,
+               h2d_batch_fail, h2d_batch_made, (int)d2h_batch, d2h_batch_fail, (int)h2d_batch3d, h2d_batch3d_fail);
         if (w == HALVES) {
             /* the first half undone: is the second still registered? */
             CUresult u1 = cuMemHostUnregister(p);
