@@ -31,10 +31,10 @@ static CUresult batch_driver(const struct batch_abi *b, void *scratch, const siz
     return r;
 }
 
-int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail) {
+int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail, int v1) {
     size_t at = 0;
     CUstreamCaptureStatus cs;
-    if (!b->overrun || !pf_register_watching() || b->stream == CU_STREAM_LEGACY)
+    if (!b->overrun || !pf_register_watching() || b->stream == CU_STREAM_LEGACY || (v1 && !fail))
         return 0;
     while (at < n && !b->overrun(b->args, at))
         at++;

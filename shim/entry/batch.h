@@ -45,9 +45,9 @@ int pf_batch_guard_all(const struct batch_abi *b, size_t n, int valid);
  * refuses it there, having moved the copies before it
  * (tests/gpu/probes/probe_reg_pieces.c), so those go to the driver as one
  * batch and the batch is refused at that copy.  1 then (c->result is the
- * call's); 0 when there is none, or on the legacy stream or a capturing
- * one (the driver answers a batch there). */
-int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail);
+ * call's); 0 when there is none, on the legacy stream or a capturing one,
+ * or without a failIdx on the 12.8 ABI (`v1`): the driver answers those. */
+int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail, int v1);
 
 /* Stages what it can of a batch of n copies the wrapper found well formed:
  * 1 when it took the batch (c->result is the call's), 0 when the whole
