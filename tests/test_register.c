@@ -778,38 +778,56 @@ static CUDA_MEMCPY2D rows_2d(int h2d, unsigned char *h)
  * the whole block would take it; within the registration, or from before
  * it into it, it is made. */
 /* Batches whose middle copy runs from the program's registration past its
- * end (`past`), both ways, on both ABIs: refused there (failIdx), the copy
- * before it made, the one after not (the driver's answer:
+ * end (`past`), both ways, on both ABIs, linear and 3D: refused there, the
+ * copy before it made, the one after not; failIdx that copy's, or none
+ * (SIZE_MAX) for a 3D batch (the driver's answers:
  * tests/gpu/probes/probe_reg_pieces.c). */
+static CUresult batch_of_three(int three, int v1, CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t *fail)
+{
+    CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+    size_t ai = 0;
+    if (!three)
+        return v1 ? D.MemcpyBatchAsync12(d, s, z, 3, &at, &ai, 1, fail, stream)
+                  : D.MemcpyBatchAsync(d, s, z, 3, &at, &ai, 1, stream);
+    CUDA_MEMCPY3D_BATCH_OP op[3];
+    for (int i = 0; i < 3; i++) {
+        op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                         .extent = {z[i], 1, 1},
+                                         .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+        op[i].src.op.ptr.ptr = s[i];
+        op[i].dst.op.ptr.ptr = d[i];
+    }
+    return v1 ? D.Memcpy3DBatchAsync12(3, op, fail, 0, stream) : D.Memcpy3DBatchAsync(3, op, 0, stream);
+}
+
 static void batch_past(unsigned char *past)
 {
     static unsigned char zero[4 * PAGE], got[PAGE];
-    CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-    size_t z[3] = {PAGE, 2 * PAGE, PAGE}, ai = 0;
+    size_t z[3] = {PAGE, 2 * PAGE, PAGE};
     memset(pinned, 0xC3, 2 * PAGE);
-    for (int h2d = 0; h2d < 2; h2d++) {
-        for (int v1 = 0; v1 < 2; v1++) {
-            CUdeviceptr d[3], s[3], side = dev + 16 * PAGE;
-            size_t fail = 12345;
-            CK(D.MemcpyHtoD(side, zero, sizeof zero));
-            for (int i = 0; i < 3; i += 2) {
-                d[i] = h2d ? side + (size_t)i * PAGE : (CUdeviceptr)(uintptr_t)(pinned + 2 * PAGE + (size_t)i * PAGE);
-                s[i] = h2d ? (CUdeviceptr)(uintptr_t)(pinned + (size_t)i / 2 * PAGE) : side + (size_t)i * PAGE;
-            }
-            d[1] = h2d ? dev : (CUdeviceptr)(uintptr_t)past;
-            s[1] = h2d ? (CUdeviceptr)(uintptr_t)past : dev;
-            CUresult r = v1 ? D.MemcpyBatchAsync12(d, s, z, 3, &at, &ai, 1, &fail, stream)
-                            : D.MemcpyBatchAsync(d, s, z, 3, &at, &ai, 1, stream);
-            CK(D.StreamSynchronize(stream));
-            if (r != CUDA_ERROR_INVALID_VALUE || (v1 && fail != 1))
-                fail_msg("%s batch (%s ABI) with a copy past the program's registration: %d, failIdx %zu (%d, 1 "
-                         "wanted)", h2d ? "H2D" : "D2H", v1 ? "12.8" : "13.0", (int)r, fail,
-                         (int)CUDA_ERROR_INVALID_VALUE);
-            for (int i = 0; h2d && i < 3; i += 2) {
-                CK(D.MemcpyDtoH(got, side + (size_t)i * PAGE, PAGE));
-                if ((got[0] == 0xC3) != !i)
-                    fail_msg("a refused batch's copy %d %s", i, i ? "was made" : "was not made");
-            }
+    for (int form = 0; form < 8; form++) {
+        int h2d = form & 1, v1 = form >> 1 & 1, three = form >> 2;
+        CUdeviceptr d[3], s[3], side = dev + 16 * PAGE;
+        size_t fail = 12345, want = three ? SIZE_MAX : 1;
+        CK(D.MemcpyHtoD(side, zero, sizeof zero));
+        for (int i = 0; i < 3; i += 2) {
+            d[i] = h2d ? side + (size_t)i * PAGE : (CUdeviceptr)(uintptr_t)(pinned + 2 * PAGE + (size_t)i * PAGE);
+            s[i] = h2d ? (CUdeviceptr)(uintptr_t)(pinned + (size_t)i / 2 * PAGE) : side + (size_t)i * PAGE;
+        }
+        d[1] = h2d ? dev : (CUdeviceptr)(uintptr_t)past;
+        s[1] = h2d ? (CUdeviceptr)(uintptr_t)past : dev;
+        CUresult r = batch_of_three(three, v1, d, s, z, &fail);
+        CK(D.StreamSynchronize(stream));
+        if (r != CUDA_ERROR_INVALID_VALUE || (v1 && fail != want))
+            fail_msg("%s %s batch (%s ABI) with a copy past the program's registration: %d, failIdx %zu (%d, %zu "
+                     "wanted)", h2d ? "H2D" : "D2H", three ? "3D" : "linear", v1 ? "12.8" : "13.0", (int)r, fail,
+                     (int)CUDA_ERROR_INVALID_VALUE, want);
+        for (int i = 0; h2d && i < 3; i += 2) {
+            CK(D.MemcpyDtoH(got, side + (size_t)i * PAGE, PAGE));
+            if ((got[0] == 0xC3) != !i)
+                fail_msg("a refused %s batch's copy %d %s", three ? "3D" : "linear", i,
+                         i ? "was made" : "was not made");
         }
     }
 }

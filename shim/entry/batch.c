@@ -38,6 +38,9 @@ int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n
         return 0;
     while (at < n && !b->overrun(b->args, at))
         at++;
+    for (size_t i = 0; at < n && b->checked && i < n; i++)
+        if (!b->checked(b->args, i))
+            return 0;
     if (at == n || pf_capturing() || PF_CALL(cuStreamIsCapturing, b->stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 0;
@@ -51,7 +54,7 @@ int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n
         if (c->result == CUDA_SUCCESS) {
             c->result = CUDA_ERROR_INVALID_VALUE;
             if (fail)
-                *fail = at;
+                *fail = b->checked ? SIZE_MAX : at;
         }
     }
     pf_libc_free(idx);

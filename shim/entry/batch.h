@@ -29,8 +29,11 @@ struct batch_abi {
     size_t scratch_bytes;
     CUstream stream;
     int (*guard)(void *args, size_t i);   /* before the driver sees copy i: pf_register_guard's answer */
-    int (*overrun)(void *args, size_t i); /* copy i runs past the program's own registration (copies.h);
-                                           * NULL: not looked for (3D batches: the driver's answer not probed) */
+    int (*overrun)(void *args, size_t i); /* copy i runs past the program's own registration (copies.h) */
+    /* NULL, or: the driver checks every copy's parameters before it moves
+     * any, and refuses a copy's memory with failIdx SIZE_MAX (3D batches,
+     * tests/gpu/probes/probe_reg_pieces.c); copy i's parameters pass */
+    int (*checked)(void *args, size_t i);
 };
 
 /* What `stageable` finds of a copy. */
@@ -46,7 +49,9 @@ int pf_batch_guard_all(const struct batch_abi *b, size_t n, int valid);
  * (tests/gpu/probes/probe_reg_pieces.c), so those go to the driver as one
  * batch and the batch is refused at that copy.  1 then (c->result is the
  * call's); 0 when there is none, on the legacy stream or a capturing one,
- * or without a failIdx on the 12.8 ABI (`v1`): the driver answers those. */
+ * without a failIdx on the 12.8 ABI (`v1`), or with a copy whose
+ * parameters the driver would refuse first (b->checked): the driver
+ * answers those. */
 int pf_batch_refused(struct pf_copy_seen *c, const struct batch_abi *b, size_t n, size_t *fail, int v1);
 
 /* Stages what it can of a batch of n copies the wrapper found well formed:

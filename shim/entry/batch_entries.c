@@ -182,17 +182,30 @@ struct ops_args {
     CUstream st; /* the program's */
 };
 
-/* Pointer operands only (a batch with an array passes through), made into
- * a 3D copy of unified pointers: rows rowLength bytes apart (0: the width),
- * layers layerHeight rows (0: the height); shape.c checks it as any 3D
- * copy.  Valid: a whole extent, rowLength and layerHeight 0 or at least the
- * extent, each side in its memory (side_valid). */
+/* The op's parameters as the driver checks every op's before it moves
+ * any (H100): pointer operands only (pinfast passes a batch with an array
+ * through), a whole extent, rowLength and layerHeight 0 or at least the
+ * extent, a source order, flags and hints pinfast knows. */
+static int op_checked(void *args, size_t i) {
+    const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
+    const CUextent3D *e = &o->extent;
+    const CUmemcpy3DOperand *side[2] = {&o->src, &o->dst};
+    for (int k = 0; k < 2; k++)
+        if (side[k]->type != CU_MEMCPY_OPERAND_TYPE_POINTER || !hint_known(side[k]->op.ptr.locHint) ||
+            (side[k]->op.ptr.rowLength && side[k]->op.ptr.rowLength < e->width) ||
+            (side[k]->op.ptr.layerHeight && side[k]->op.ptr.layerHeight < e->height))
+            return 0;
+    return order_known(o->srcAccessOrder, o->flags) && e->width && e->height && e->depth;
+}
+
+/* An op made into a 3D copy of unified pointers: rows rowLength bytes
+ * apart (0: the width), layers layerHeight rows (0: the height); shape.c
+ * checks it as any 3D copy.  Valid: its parameters (op_checked), each side
+ * in its memory (side_valid). */
 static int op_stageable(void *args, size_t i, struct batch_copy *c) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
     const CUextent3D *e = &o->extent;
-    if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
-        !order_known(o->srcAccessOrder, o->flags) || !hint_known(o->src.op.ptr.locHint) ||
-        !hint_known(o->dst.op.ptr.locHint) || !e->width || !e->height || !e->depth)
+    if (!op_checked(args, i))
         return COPY_INVALID;
     CUDA_MEMCPY3D m = {
         .srcMemoryType = CU_MEMORYTYPE_UNIFIED,
@@ -207,8 +220,6 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
         .Height = e->height,
         .Depth = e->depth,
     };
-    if (m.srcPitch < e->width || m.dstPitch < e->width || m.srcHeight < e->height || m.dstHeight < e->height)
-        return COPY_INVALID;
     size_t rows = (e->depth - 1) * m.srcHeight + e->height - 1, drows = (e->depth - 1) * m.dstHeight + e->height - 1;
     if (!side_valid(m.srcDevice, rows * m.srcPitch + e->width) ||
         !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
@@ -233,6 +244,17 @@ static int op_guard(void *args, size_t i) {
     return pf_rows_guard(op_rows(&o->src, &o->extent)) | pf_rows_guard(op_rows(&o->dst, &o->extent));
 }
 
+static int op_overrun(void *args, size_t i) {
+    const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
+    struct pf_rows src = op_rows(&o->src, &o->extent), dst = op_rows(&o->dst, &o->extent);
+    if (!(src.host && pf_register_near((const void *)src.lo, 0)) &&
+        !(dst.host && pf_register_near((const void *)dst.lo, 0)))
+        return 0;
+    struct pf_route rt = pf_route_of(pf_route_operand(&o->src), pf_route_operand(&o->dst));
+    struct pf_rows h = rt.dir == PF_DIR_H2D ? src : dst;
+    return h.exact && pf_overruns_hand(rt, h.lo, h.span);
+}
+
 static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch, const size_t *idx, size_t k) {
     CUDA_MEMCPY3D_BATCH_OP *p = scratch;
     for (size_t j = 0; j < k; j++)
@@ -243,7 +265,8 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
 /* The body of a batch's wrapper: `valid` says the batch is well formed,
  * `args` its arguments for `stageable` and `part` (the driver's call for a
  * part of it). */
-#define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, overrun, scratch, n, st, fail, v1, call) \
+#define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, overrun, checked, scratch, n, st, fail, \
+                v1, call) \
     do { \
         if (!pf_enter()) \
             return call; \
@@ -256,7 +279,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         c_.host = b_.route.host; \
         c_.path = PF_PATH_PASSTHROUGH; \
         __typeof__(args) a_ = args; \
-        struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard, overrun}; \
+        struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard, overrun, checked}; \
         int valid_ = valid; \
         FINISH(valid_ && (pf_batch_refused(&c_, &abi_, n, fail, v1) || pf_batch_stage(&c_, &abi_, n, fail, v1)), \
                b_.bytes, pf_batch_guard_all(&abi_, n, valid_), abi_.stream, call); \
@@ -273,7 +296,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
     PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
                         size_t na, size_t *fail, CUstream st) { \
         BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
-                linear_guard, linear_overrun, sizeof(struct linear_copy), n, st, fail, 1, \
+                linear_guard, linear_overrun, NULL, sizeof(struct linear_copy), n, st, fail, 1, \
                 PF_CALL(sym, d, s, z, n, a, ai, na, fail, st)); \
     }
 #define WRAP_BATCH_V2(family, ptds, sym) \
@@ -285,7 +308,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
     PF_API CUresult sym(CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t n, CUmemcpyAttributes *a, size_t *ai, \
                         size_t na, CUstream st) { \
         BATCHED(family, ptds, linear_batch(d, s, z, n), linear_valid(&a_), LINEAR_ARGS, linear_stageable, sym##_part, \
-                linear_guard, linear_overrun, sizeof(struct linear_copy), n, st, NULL, 0, \
+                linear_guard, linear_overrun, NULL, sizeof(struct linear_copy), n, st, NULL, 0, \
                 PF_CALL(sym, d, s, z, n, a, ai, na, st)); \
     }
 /* flags must be 0: any other goes to the driver */
@@ -295,8 +318,8 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), fail, 0, ((struct ops_args *)b)->st); \
     } \
     PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail, unsigned long long f, CUstream st) { \
-        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, NULL, \
-                sizeof *ops, n, st, fail, 1, PF_CALL(sym, n, ops, fail, f, st)); \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+                op_overrun, op_checked, sizeof *ops, n, st, fail, 1, PF_CALL(sym, n, ops, fail, f, st)); \
     }
 #define WRAP_BATCH3D_V2(family, ptds, sym) \
     static CUresult sym##_part(void *b, void *scratch, const size_t *idx, size_t k, size_t *fail) { \
@@ -304,8 +327,8 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         return PF_CALL(sym, k, ops_part(b, scratch, idx, k), 0, ((struct ops_args *)b)->st); \
     } \
     PF_API CUresult sym(size_t n, CUDA_MEMCPY3D_BATCH_OP *ops, unsigned long long f, CUstream st) { \
-        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, NULL, \
-                sizeof *ops, n, st, NULL, 0, PF_CALL(sym, n, ops, f, st)); \
+        BATCHED(family, ptds, batch3d(ops, n), n &&ops && !f, OPS_ARGS, op_stageable, sym##_part, op_guard, \
+                op_overrun, op_checked, sizeof *ops, n, st, NULL, 0, PF_CALL(sym, n, ops, f, st)); \
     }
 
 PF_BATCH_ENTRIES(PF_WRAP)

@@ -10,9 +10,8 @@
  * its stream was done), the bytes checked through pinned memory, and
  * the same span as an asynchronous D2H, as 2D copies both ways (rows of
  * 1 MiB) and as the middle copy of a batch of three both ways (the 12.8
- * ABI: its result, failIdx, and which of the other two H2D it made) and of
- * a 3D batch of pointers (H2D)
- * answered; then
+ * ABI: its result, failIdx, and which of the other two H2D it made), and
+ * of a 3D batch of pointers (H2D, the same three answers); then
  * what the driver answers for the second half's start, and whether
  * unregistering the first half leaves the second registered.  One JSON
  * line per case, with each copy's result (a refused copy is not made
@@ -62,6 +61,17 @@ typedef CUresult (*batch_fn)(CUdeviceptr *, CUdeviceptr *, size_t *, size_t, CUm
                             size_t *, CUstream);
 static batch_fn batch;
 
+/* A bit for each of a batch's other two H2D (pinned to `side`) that moved. */
+static int others_made(const unsigned char *pinned, CUdeviceptr side) {
+    int made = 0;
+    for (int i = 0; i < 3; i += 2) {
+        unsigned char got[64];
+        CK(cuMemcpyDtoH(got, side + (size_t)i * ROW, sizeof got));
+        made |= !memcmp(got, pinned + (size_t)i * ROW, sizeof got) << (i / 2);
+    }
+    return made;
+}
+
 /* The span as the middle copy of a batch of three (stream order), the
  * others 1 MiB from pinned to `side` and back: the result, failIdx (-1 for
  * none) and *made, a bit for each of the other two H2D that moved. */
@@ -79,12 +89,7 @@ static CUresult copy_batch(int h2d, unsigned char *h, CUdeviceptr d, unsigned ch
     CUresult r = batch(dst, src, n, 3, &a, &ai, 1, &fi, st);
     CK(cuStreamSynchronize(st));
     *fail = fi == SIZE_MAX ? -1 : (long long)fi;
-    *made = 0;
-    for (int i = 0; h2d && i < 3; i += 2) {
-        unsigned char got[64];
-        CK(cuMemcpyDtoH(got, side + (size_t)i * ROW, sizeof got));
-        *made |= !memcmp(got, pinned + (size_t)i * ROW, sizeof got) << (i / 2);
-    }
+    *made = h2d ? others_made(pinned, side) : 0;
     return r;
 }
 
@@ -93,7 +98,7 @@ static batch3d_fn batch3d;
 
 /* The same as 3D batch operations of pointers (H2D), the span one row. */
 static CUresult copy_batch3d(unsigned char *h, CUdeviceptr d, unsigned char *pinned, CUdeviceptr side, CUstream st,
-                             long long *fail) {
+                             long long *fail, int *made) {
     CUDA_MEMCPY3D_BATCH_OP op[3];
     size_t fi = 12345;
     for (int i = 0; i < 3; i++) {
@@ -107,6 +112,7 @@ static CUresult copy_batch3d(unsigned char *h, CUdeviceptr d, unsigned char *pin
     CUresult r = batch3d(3, op, &fi, 0, st);
     CK(cuStreamSynchronize(st));
     *fail = fi == SIZE_MAX ? -1 : (long long)fi;
+    *made = others_made(pinned, side);
     return r;
 }
 
@@ -147,7 +153,7 @@ int main(void) {
         CUresult d2h_async = CUDA_SUCCESS, h2d_2d = CUDA_SUCCESS, d2h_2d = CUDA_SUCCESS;
         CUresult h2d_batch = CUDA_SUCCESS, d2h_batch = CUDA_SUCCESS, h2d_batch3d = CUDA_SUCCESS;
         long long h2d_batch_fail = 0, d2h_batch_fail = 0, h2d_batch3d_fail = 0;
-        int h2d_batch_made = 0, unused;
+        int h2d_batch_made = 0, h2d_batch3d_made = 0, unused;
         for (int r = 0; r < REPS; r++) {
             double t0 = probe_now();
             e[0] = e[0] ? e[0] : cuMemcpyHtoD(dev, p + AT, SPAN);
@@ -191,7 +197,8 @@ int main(void) {
                 d2h_batch = copy_batch(0, p + AT, dev, scratch, side, st, &d2h_batch_fail, &unused);
                 wrong += !d2h_batch && memcmp(pinned, p + AT, SPAN) != 0;
                 memcpy(p + AT, pinned, SPAN);
-                h2d_batch3d = copy_batch3d(p + AT, dev, pinned, side, st, &h2d_batch3d_fail);
+                CK(cuMemcpyHtoD(side, zeros, 3 * ROW));
+                h2d_batch3d = copy_batch3d(p + AT, dev, pinned, side, st, &h2d_batch3d_fail, &h2d_batch3d_made);
             }
             memcpy(p + AT, pinned, SPAN);
         }
@@ -202,11 +209,13 @@ int main(void) {
                "\"second_half_type\":%u,\"h2d_sync_result\":%d,\"h2d_async_result\":%d,\"d2h_sync_result\":%d,"
                "\"d2h_async_result\":%d,\"h2d_2d_result\":%d,\"d2h_2d_result\":%d,\"h2d_batch_result\":%d,"
                "\"h2d_batch_fail_idx\":%lld,\"h2d_batch_others_made\":%d,\"d2h_batch_result\":%d,"
-               "\"d2h_batch_fail_idx\":%lld,\"h2d_batch3d_result\":%d,\"h2d_batch3d_fail_idx\":%lld",
+               "\"d2h_batch_fail_idx\":%lld,\"h2d_batch3d_result\":%d,\"h2d_batch3d_fail_idx\":%lld,"
+               "\"h2d_batch3d_others_made\":%d",
                ways[w], SPAN / probe_median(t[0], REPS) / 1e9, probe_median(t[1], REPS) * 1e6,
                SPAN / probe_median(t[2], REPS) / 1e9, SPAN / probe_median(t[3], REPS) / 1e9, wrong, (int)a, type,
                (int)e[0], (int)e[1], (int)e[3], (int)d2h_async, (int)h2d_2d, (int)d2h_2d, (int)h2d_batch,
-               h2d_batch_fail, h2d_batch_made, (int)d2h_batch, d2h_batch_fail, (int)h2d_batch3d, h2d_batch3d_fail);
+               h2d_batch_fail, h2d_batch_made, (int)d2h_batch, d2h_batch_fail, (int)h2d_batch3d, h2d_batch3d_fail,
+               h2d_batch3d_made);
         if (w == HALVES) {
             /* the first half undone: is the second still registered? */
             CUresult u1 = cuMemHostUnregister(p);
