@@ -10,7 +10,8 @@
  *       per case, "ok" or "STALE"; asynchronous copies through a
  *       registration keep the pageable copies' host semantics; the
  *       program's own cuMemHostRegister/Unregister get the driver's answers,
- *       and copies of every form running past its registration's end.
+ *       and copies of every form running past its registration's end, a
+ *       batch's too.
  *       Exit 1 on any wrong byte.
  *   register_check fork [MiB]    copy-on-write of registered pages: the
  *       program registers a malloc'd range itself, forks; the child reads
@@ -270,6 +271,41 @@ static void check(void) {
                "3D H2D %d, to an array %d, from an array %d\n",
                (int)e[0], (int)e[1], (int)e[2], (int)e[3], (int)e[4], (int)e[5], (int)e[6], (int)e[7], (int)e[8],
                (int)e[9]);
+        /* the same span as the middle H2D of a batch of three, linear and
+         * 3D (13.0 ABI), the others a page each from pinned memory: the
+         * result, and which of the others moved */
+        for (int three = 0; three < 2; three++) {
+            CUdeviceptr side = dev + 4 * 4096, d[3], src[3];
+            size_t z[3] = {4096, 8192, 4096}, ai = 0;
+            CUmemcpyAttributes attr = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+            memset(pinned, 0xC3, 3 * 4096);
+            CK(cuMemsetD8(side, 0, 3 * 4096));
+            for (int i = 0; i < 3; i++) {
+                d[i] = i == 1 ? dev : side + (size_t)i * 4096;
+                src[i] = (CUdeviceptr)(uintptr_t)(i == 1 ? at : pinned + (size_t)i * 4096);
+            }
+            CUresult b;
+            if (three) {
+                CUDA_MEMCPY3D_BATCH_OP op[3];
+                for (int i = 0; i < 3; i++) {
+                    op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                                     .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
+                                                     .extent = {z[i], 1, 1},
+                                                     .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
+                    op[i].src.op.ptr.ptr = src[i];
+                    op[i].dst.op.ptr.ptr = d[i];
+                }
+                b = cuMemcpy3DBatchAsync(3, op, 0, s);
+            } else {
+                b = cuMemcpyBatchAsync(d, src, z, 3, &attr, &ai, 1, s);
+            }
+            CK(cuStreamSynchronize(s));
+            unsigned char got[2];
+            CK(cuMemcpyDtoH(&got[0], side, 1));
+            CK(cuMemcpyDtoH(&got[1], side + 2 * 4096, 1));
+            printf("past its end, a %s batch's middle copy: %d, the first made %d, the third %d\n",
+                   three ? "3D" : "linear", (int)b, got[0] == 0xC3, got[1] == 0xC3);
+        }
     }
     printf("own unregister of it: %d\n", (int)cuMemHostUnregister(r + 4096));
     printf("own unregister of ours: %d (want %d)\n", (int)cuMemHostUnregister(r), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
