@@ -26,6 +26,7 @@
  * and answers) and under pinfast; each case ends with the program's
  * cuCtxSynchronize, after which nothing of it may stay registered. */
 #define _GNU_SOURCE
+#include "batch_ops.h"
 #include "report.h"
 #include "t.h"
 #include "spawn.h"
@@ -781,7 +782,8 @@ static CUDA_MEMCPY2D rows_2d(int h2d, unsigned char *h)
  * end (`past`), both ways, on both ABIs, linear and 3D: refused there, the
  * copy before it made, the one after not; failIdx that copy's, or none
  * (SIZE_MAX) for a 3D batch (the driver's answers:
- * tests/gpu/probes/probe_reg_pieces.c). */
+ * tests/gpu/probes/probe_reg_pieces.c); unless an op of a 3D batch has
+ * parameters the driver refuses first. */
 static CUresult batch_of_three(int three, int v1, CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t *fail)
 {
     CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
@@ -790,14 +792,7 @@ static CUresult batch_of_three(int three, int v1, CUdeviceptr *d, CUdeviceptr *s
         return v1 ? D.MemcpyBatchAsync12(d, s, z, 3, &at, &ai, 1, fail, stream)
                   : D.MemcpyBatchAsync(d, s, z, 3, &at, &ai, 1, stream);
     CUDA_MEMCPY3D_BATCH_OP op[3];
-    for (int i = 0; i < 3; i++) {
-        op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                         .extent = {z[i], 1, 1},
-                                         .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-        op[i].src.op.ptr.ptr = s[i];
-        op[i].dst.op.ptr.ptr = d[i];
-    }
+    pft_batch_ops(op, d, s, z, 3);
     return v1 ? D.Memcpy3DBatchAsync12(3, op, fail, 0, stream) : D.Memcpy3DBatchAsync(3, op, 0, stream);
 }
 
@@ -830,6 +825,22 @@ static void batch_past(unsigned char *past)
                          i ? "was made" : "was not made");
         }
     }
+    /* a 3D batch whose third op the driver refuses before moving any (a
+     * zero extent, H100): that op's failIdx, the first op not made */
+    CUdeviceptr side = dev + 16 * PAGE, d[3] = {side, dev, side + 2 * PAGE};
+    CUdeviceptr s[3] = {(CUdeviceptr)(uintptr_t)pinned, (CUdeviceptr)(uintptr_t)past, (CUdeviceptr)(uintptr_t)pinned};
+    CUDA_MEMCPY3D_BATCH_OP op[3];
+    size_t fail = 12345;
+    CK(D.MemcpyHtoD(side, zero, sizeof zero));
+    pft_batch_ops(op, d, s, z, 3);
+    op[2].extent.width = 0;
+    CUresult r = D.Memcpy3DBatchAsync12(3, op, &fail, 0, stream);
+    CK(D.StreamSynchronize(stream));
+    CK(D.MemcpyDtoH(got, side, PAGE));
+    if (r != CUDA_ERROR_INVALID_VALUE || fail != 2 || got[0] == 0xC3)
+        fail_msg("a 3D batch past the program's registration with an op of no extent: %d, failIdx %zu, the first op "
+                 "%s (%d, 2, not made wanted)", (int)r, fail, got[0] == 0xC3 ? "made" : "not made",
+                 (int)CUDA_ERROR_INVALID_VALUE);
 }
 
 static void test_own_registration_overrun(void **s)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "../probe.h"
+#include "../../support/batch_ops.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -287,14 +288,7 @@ static void check(void) {
             CUresult b;
             if (three) {
                 CUDA_MEMCPY3D_BATCH_OP op[3];
-                for (int i = 0; i < 3; i++) {
-                    op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                                     .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                                     .extent = {z[i], 1, 1},
-                                                     .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-                    op[i].src.op.ptr.ptr = src[i];
-                    op[i].dst.op.ptr.ptr = d[i];
-                }
+                pft_batch_ops(op, d, src, z, 3);
                 b = cuMemcpy3DBatchAsync(3, op, 0, s);
             } else {
                 b = cuMemcpyBatchAsync(d, src, z, 3, &attr, &ai, 1, s);

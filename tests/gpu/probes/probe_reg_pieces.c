@@ -19,6 +19,7 @@
  *   probe_reg_pieces */
 #include <cuda.h>
 #include "../probe.h"
+#include "../../support/batch_ops.h"
 
 #include <stdint.h>
 #include <sys/mman.h>
@@ -100,15 +101,13 @@ static batch3d_fn batch3d;
 static CUresult copy_batch3d(unsigned char *h, CUdeviceptr d, unsigned char *pinned, CUdeviceptr side, CUstream st,
                              long long *fail, int *made) {
     CUDA_MEMCPY3D_BATCH_OP op[3];
-    size_t fi = 12345;
+    CUdeviceptr dst[3], src[3];
+    size_t n[3] = {ROW, SPAN, ROW}, fi = 12345;
     for (int i = 0; i < 3; i++) {
-        op[i] = (CUDA_MEMCPY3D_BATCH_OP){.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                         .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER},
-                                         .extent = {i == 1 ? SPAN : ROW, 1, 1},
-                                         .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
-        op[i].src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)(i == 1 ? h : pinned + (size_t)i * ROW);
-        op[i].dst.op.ptr.ptr = i == 1 ? d : side + (size_t)i * ROW;
+        src[i] = (CUdeviceptr)(uintptr_t)(i == 1 ? h : pinned + (size_t)i * ROW);
+        dst[i] = i == 1 ? d : side + (size_t)i * ROW;
     }
+    pft_batch_ops(op, dst, src, n, 3);
     CUresult r = batch3d(3, op, &fi, 0, st);
     CK(cuStreamSynchronize(st));
     *fail = fi == SIZE_MAX ? -1 : (long long)fi;
