@@ -42,7 +42,9 @@ _NODE_QUICK = ("--sizes", "1M,256M", "--reps", "3")
 # in the full quick set run of docs/results/2026-11-24-h100-real-programs (state_dict 7.7 s
 # there at 8 layers); the rest guessed from their sizes, not yet timed.
 WORKLOADS = [
-    Workload("train_loader", "py", ("--samples", "2560", "--epochs", "1"), est_s=60, est_quick_s=15),
+    # full: 4 timed epochs, as 2 (the script's default) left its runs 27-42 ms a step apart
+    Workload("train_loader", "py", ("--samples", "2560", "--epochs", "1"), ("--epochs", "4"), est_s=60,
+             est_quick_s=15),
     Workload("state_dict", "py", ("--layers", "4"), est_s=20, est_quick_s=6.5, in_quick=True),
     Workload("offload", "py", ("--layers", "8", "--reps", "3"), est_s=15, est_quick_s=13),
     Workload("repeat", "cuda", ("--bytes", "256M", "--copies", "6"), est_s=12, est_quick_s=4),
