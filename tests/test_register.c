@@ -783,7 +783,8 @@ static CUDA_MEMCPY2D rows_2d(int h2d, unsigned char *h)
  * copy before it made, the one after not; failIdx that copy's, or none
  * (SIZE_MAX) for a 3D batch (the driver's answers:
  * tests/gpu/probes/probe_reg_pieces.c); unless an op of a 3D batch has
- * parameters the driver refuses first. */
+ * parameters the driver refuses first; a 3D op's location hint of a type
+ * the driver does not know changes nothing. */
 static CUresult batch_of_three(int three, int v1, CUdeviceptr *d, CUdeviceptr *s, size_t *z, size_t *fail)
 {
     CUmemcpyAttributes at = {.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM};
@@ -840,6 +841,19 @@ static void batch_past(unsigned char *past)
     if (r != CUDA_ERROR_INVALID_VALUE || fail != 2 || got[0] == 0xC3)
         fail_msg("a 3D batch past the program's registration with an op of no extent: %d, failIdx %zu, the first op "
                  "%s (%d, 2, not made wanted)", (int)r, fail, got[0] == 0xC3 ? "made" : "not made",
+                 (int)CUDA_ERROR_INVALID_VALUE);
+    /* a location hint of a type the driver does not know it takes in a 3D
+     * op (H100): refused at the copy past the registration all the same */
+    CK(D.MemcpyHtoD(side, zero, sizeof zero));
+    pft_batch_ops(op, d, s, z, 3);
+    op[1].src.op.ptr.locHint.type = (CUmemLocationType)99;
+    fail = 12345;
+    r = D.Memcpy3DBatchAsync12(3, op, &fail, 0, stream);
+    CK(D.StreamSynchronize(stream));
+    CK(D.MemcpyDtoH(got, side, PAGE));
+    if (r != CUDA_ERROR_INVALID_VALUE || fail != SIZE_MAX || got[0] != 0xC3)
+        fail_msg("a 3D batch past the program's registration with a hint of type 99: %d, failIdx %zu, the first op "
+                 "%s (%d, SIZE_MAX, made wanted)", (int)r, fail, got[0] == 0xC3 ? "made" : "not made",
                  (int)CUDA_ERROR_INVALID_VALUE);
 }
 

@@ -185,13 +185,17 @@ struct ops_args {
 /* The op's parameters as the driver checks every op's before it moves
  * any (H100): pointer operands only (pinfast passes a batch with an array
  * through), a whole extent, rowLength and layerHeight 0 or at least the
- * extent, a source order, flags and hints pinfast knows. */
+ * extent, a source order and flags pinfast knows.  A location hint of a
+ * type the driver does not know it takes in a 3D op (H100: type 99); one
+ * naming a device is not probed there, so one that does not exist is left
+ * to the driver. */
 static int op_checked(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
     const CUextent3D *e = &o->extent;
     const CUmemcpy3DOperand *side[2] = {&o->src, &o->dst};
     for (int k = 0; k < 2; k++)
-        if (side[k]->type != CU_MEMCPY_OPERAND_TYPE_POINTER || !hint_known(side[k]->op.ptr.locHint) ||
+        if (side[k]->type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+            (side[k]->op.ptr.locHint.type == CU_MEM_LOCATION_TYPE_DEVICE && !hint_known(side[k]->op.ptr.locHint)) ||
             (side[k]->op.ptr.rowLength && side[k]->op.ptr.rowLength < e->width) ||
             (side[k]->op.ptr.layerHeight && side[k]->op.ptr.layerHeight < e->height))
             return 0;
