@@ -1002,7 +1002,8 @@ static void test_sync_in_driver(void **s)
 
 /* The first copy of a context from a block of pinfast's heap: an H2D
  * registers the block at once and goes direct, where staging would first
- * pin the context's slots (the fake counts pinfast's cuMemHostAlloc); a
+ * pin the context's slots (the fake counts pinfast's registrations of its
+ * own memory, advised MADV_DONTFORK); a
  * D2H is staged, as is an H2D of a quarter of its block (the rest may be
  * untouched).  (A block over 64 MiB is staged too: over this test's
  * locked-memory limit, it could not be registered either way.)  Each in a
@@ -1027,19 +1028,19 @@ static void test_first_copy_registers(void **s)
         if (cases[i].d2h)
             CK(D.MemcpyHtoD(d, pinned, n));
         t_poison(cases[i].d2h ? b : pinned, n);
-        unsigned long allocs = fake_calls("cuMemHostAlloc");
+        long allocs = fake_registered_dontfork();
         if (cases[i].d2h)
             CK(D.MemcpyDtoH(b, d, n));
         else
             CK(D.MemcpyHtoD(d, b, n));
-        allocs = fake_calls("cuMemHostAlloc") - allocs;
+        allocs = fake_registered_dontfork() - allocs;
         if (!cases[i].d2h)
             CK(D.MemcpyDtoH(pinned, d, n));
         t_expect_fill(cases[i].d2h ? b : pinned, n, salt, "a context's first copy");
         CK(D.CtxDestroy(ctx));
         free(b);
         if (heap() && !allocs != !cases[i].pins)
-            fail_msg("a context's first %s of %zu MiB from a block of %zu MiB: %lu slot pinnings, expected %s",
+            fail_msg("a context's first %s of %zu MiB from a block of %zu MiB: %ld slot pinnings, expected %s",
                      cases[i].d2h ? "D2H" : "H2D", n / MiB, cases[i].block / MiB, allocs,
                      cases[i].pins ? "some" : "none");
     }

@@ -4,9 +4,13 @@
  * and checks its data; under .pinfast the child runs with pinfast and the
  * JSON report of the child is read back:
  *   PINFAST_STAGING=0                   -> path "passthrough"
- *   FAKECUDA_FAIL_HOSTALLOC=1           -> pinning fails: "passthrough", a warning
- *   FAKECUDA_FAIL_HOSTALLOC=8M          -> a segment of four slots fails, two are
+ *   FAKECUDA_FAIL_REGISTER=1, FAKECUDA_FAIL_HOSTALLOC=1
+ *                                       -> pinning fails: "passthrough", a warning
+ *   FAKECUDA_FAIL_REGISTER=8M, FAKECUDA_FAIL_HOSTALLOC=8M
+ *                                       -> a segment of four slots fails, two are
  *                                          pinned: "staged"
+ *   FAKECUDA_FAIL_REGISTER=1            -> slots from cuMemHostAlloc: "staged"
+ *   FAKECUDA_FAIL_HOSTALLOC=1           -> slots registered: "staged"
  *   PINFAST_THREADS=1                   -> "staged"
  *   PINFAST_STAGING=100K                -> one slot smaller than a chunk: "staged"
  *   PINFAST_STAGE=0                     -> "passthrough"
@@ -124,12 +128,18 @@ static void run_case(const char *a, const char *b, const char *want_path, int wa
 
 static void test_staging_off(void **s) { (void)s; run_case("PINFAST_STAGING=0", NULL, "passthrough", 0); }
 static void test_stage_off(void **s) { (void)s; run_case("PINFAST_STAGE=0", NULL, "passthrough", 0); }
-static void test_pinning_fails(void **s) { (void)s; run_case("FAKECUDA_FAIL_HOSTALLOC=1", NULL, "passthrough", 1); }
+static void test_pinning_fails(void **s)
+{
+    (void)s;
+    run_case("FAKECUDA_FAIL_REGISTER=1", "FAKECUDA_FAIL_HOSTALLOC=1", "passthrough", 1);
+}
 static void test_pinning_halved(void **s)
 {
     (void)s;
-    run_case("FAKECUDA_FAIL_HOSTALLOC=8388608", NULL, "staged", 0);
+    run_case("FAKECUDA_FAIL_REGISTER=8388608", "FAKECUDA_FAIL_HOSTALLOC=8388608", "staged", 0);
 }
+static void test_register_refused(void **s) { (void)s; run_case("FAKECUDA_FAIL_REGISTER=1", NULL, "staged", 0); }
+static void test_hostalloc_refused(void **s) { (void)s; run_case("FAKECUDA_FAIL_HOSTALLOC=1", NULL, "staged", 0); }
 static void test_one_thread(void **s) { (void)s; run_case("PINFAST_THREADS=1", NULL, "staged", 0); }
 static void test_one_slot(void **s) { (void)s; run_case("PINFAST_STAGING=100K", NULL, "staged", 0); }
 static void test_no_threads(void **s) { (void)s; run_case("PFT_NO_THREADS=0", NULL, "staged", 1); }
@@ -145,6 +155,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stage_off),
         cmocka_unit_test(test_pinning_fails),
         cmocka_unit_test(test_pinning_halved),
+        cmocka_unit_test(test_register_refused),
+        cmocka_unit_test(test_hostalloc_refused),
         cmocka_unit_test(test_one_thread),
         cmocka_unit_test(test_one_slot),
         cmocka_unit_test(test_small_chunks),

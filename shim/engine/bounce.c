@@ -33,27 +33,23 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
     size_t size = pf_options()->bounce & ~(size_t)(ALIGN - 1);
     CUstreamCaptureMode mode = pf_capture_relax();
     int pushed = pf_context_enter(ctx);
-    void *mem = NULL;
-    while (size >= ALIGN && PF_CALL(cuMemHostAlloc, &mem, size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+    while (size >= ALIGN && !pf_pinned_make(&b->area, size))
         size = size / 2 & ~(size_t)(ALIGN - 1);
     int k = 0;
-    while (mem && k < PF_BOUNCE_FENCES &&
+    while (b->area.mem && k < PF_BOUNCE_FENCES &&
            PF_CALL(cuEventCreate, &b->fences[k].ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)
         k++;
     if (k < PF_BOUNCE_FENCES) { /* all or nothing: the fences are used round the ring */
         while (k--)
             PF_CALL(cuEventDestroy_v2, b->fences[k].ev);
-        if (mem)
-            PF_CALL(cuMemFreeHost, mem);
-        mem = NULL;
+        pf_pinned_free(&b->area);
         pf_msg_once(warned, PF_WARNING, "could not pin a bounce area; small asynchronous H2D copies pass through");
     }
     pf_context_leave(pushed);
     pf_capture_restore(mode);
-    b->mem = mem;
-    b->size = mem ? size : 0;
+    b->size = b->area.mem ? size : 0;
     b->tried = 1;
-    if (mem)
+    if (b->area.mem)
         pf_msg(PF_INFO, "bounce area of %zu KiB", size >> 10);
 }
 
@@ -169,9 +165,9 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
     pthread_mutex_lock(&b->lock);
     if (!b->tried)
         make(b, c->handle);
-    if (b->mem && len <= b->size)
+    if (b->area.mem && len <= b->size)
         f = take(b, len, &at);
-    char *mem = b->mem;
+    char *mem = b->area.mem;
     size_t size = b->size;
     pthread_mutex_unlock(&b->lock);
     if (!f)

@@ -5,6 +5,7 @@
 #ifndef PINFAST_BOUNCE_H
 #define PINFAST_BOUNCE_H
 
+#include "pinned.h"
 #include "../driver/cuda_api.h"
 
 #include <pthread.h>
@@ -27,9 +28,9 @@ struct pf_bounce_fence {
  * their events complete. */
 struct pf_bounce {
     pthread_mutex_t lock;
-    int tried; /* the area was made, or could not be */
-    char *mem; /* NULL: none; the copies pass through */
-    size_t size;
+    int tried;             /* the area was made, or could not be */
+    struct pf_pinned area; /* mem NULL: none; the copies pass through */
+    size_t size;           /* the ring's, within the area */
     uint64_t head, tail;
     unsigned first, count;
     struct pf_bounce_fence fences[PF_BOUNCE_FENCES];

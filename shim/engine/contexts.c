@@ -66,20 +66,17 @@ int pf_slots_grow(struct pf_context *c) {
     size_t size = c->slot_size;
     CUevent ev[SEGMENT_SLOTS];
     int pushed = pf_context_enter(c->handle);
-    char *mem = NULL;
+    struct pf_pinned seg = {0};
     int asked = n;
-    /* portable: any context may copy from it; halved until the driver agrees */
-    while (n && PF_CALL(cuMemHostAlloc, (void **)&mem, (size_t)n * size, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
+    /* halved until the driver agrees */
+    while (n && !pf_pinned_make(&seg, (size_t)n * size))
         n /= 2;
-    if (!n) /* refused at every size: nothing the driver may have written is ours */
-        mem = NULL;
-    while (mem && k < n && PF_CALL(cuEventCreate, &ev[k], PF_WAIT_EVENT) == CUDA_SUCCESS)
+    while (seg.mem && k < n && PF_CALL(cuEventCreate, &ev[k], PF_WAIT_EVENT) == CUDA_SUCCESS)
         k++;
-    if (mem && !k) {
-        PF_CALL(cuMemFreeHost, mem);
-        mem = NULL;
-    }
+    if (seg.mem && !k)
+        pf_pinned_free(&seg);
     pf_context_leave(pushed);
+    char *mem = seg.mem;
     if (mem) {
         pf_hostmap_add(mem, (size_t)k * size, PF_MEM_PINFAST, CU_MEMHOSTALLOC_PORTABLE);
         __atomic_fetch_add(&pinned_bytes, (size_t)n * size, __ATOMIC_RELAXED);
@@ -87,7 +84,7 @@ int pf_slots_grow(struct pf_context *c) {
         for (int i = 0; i < k; i++)
             c->slots[have + i] = (struct pf_slot){.mem = mem + (size_t)i * size, .ev = ev[i]};
         c->turn = have; /* new slots first: no core holds their lines (pf_slot_take) */
-        c->nsegs++;
+        c->segs[c->nsegs++] = seg;
         __atomic_store_n(&c->nslots, have + k, __ATOMIC_RELEASE);
         pthread_mutex_unlock(&c->lock);
         pf_msg(PF_DEBUG, "context %llu: %d staging slots of %zu KiB pinned, %d in all", c->id, k, size >> 10, have + k);
@@ -163,9 +160,13 @@ void pf_engine_context_gone(CUcontext ctx) {
         if (!c->id || c->handle != ctx)
             continue;
         /* the driver freed the slots, the bounce area and their events
-         * with the context; the record is made afresh when reused */
-        for (int k = 0; k < c->nsegs; k++)
-            pf_hostmap_remove(c->slots[k * SEGMENT_SLOTS].mem, &(struct pf_range){0});
+         * with the context, or dropped their registrations: their mappings
+         * go; the record is made afresh when reused */
+        for (int k = 0; k < c->nsegs; k++) {
+            pf_hostmap_remove(c->segs[k].mem, &(struct pf_range){0});
+            pf_pinned_gone(&c->segs[k]);
+        }
+        pf_pinned_gone(&c->bounce.area);
         __atomic_store_n(&c->id, 0, __ATOMIC_RELEASE);
         if (c->slotted)
             __atomic_fetch_sub(&live, 1, __ATOMIC_RELAXED);
@@ -275,9 +276,12 @@ void pf_contexts_counts(unsigned long long *pinned, int *contexts_made) {
     *contexts_made = __atomic_load_n(&made, __ATOMIC_RELAXED);
 }
 
-/* In a forked child the parent's contexts are unusable; their memory stays
- * mapped. */
+/* In a forked child the parent's contexts are unusable, and their slots
+ * and bounce areas are not mapped (pinned.c): forgotten. */
 void pf_contexts_forked(void) {
+    for (int i = 0; i < ncontexts; i++)
+        for (int k = 0; contexts[i]->id && k < contexts[i]->nsegs; k++)
+            pf_hostmap_remove(contexts[i]->segs[k].mem, &(struct pf_range){0});
     ncontexts = live = made = 0;
     pinned_bytes = 0;
     pthread_mutex_init(&contexts_lock, NULL);

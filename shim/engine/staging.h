@@ -88,6 +88,7 @@ struct pf_context {
     int full;                /* no more to make: cap reached, or the driver refused */
     pthread_mutex_t growing; /* held by the copy pinning more */
     int nsegs;               /* pinned blocks, SEGMENT_SLOTS slots each (the last may have fewer) */
+    struct pf_pinned segs[MAX_SLOTS / SEGMENT_SLOTS];
     struct pf_slot slots[MAX_SLOTS];
     struct pf_bounce bounce;
     CUevent spare[SPARE_EVENTS]; /* events of waits, kept for the next (lock held) */

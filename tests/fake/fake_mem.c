@@ -53,6 +53,7 @@ struct alloc {
     int vmm;                 /* a mapping (fake_vmm.c): its backing is the reservation's */
     uintptr_t handle;        /* the mapping's allocation handle */
     int dev;                 /* a mapping's device (it has no context) */
+    int dontfork;            /* a registration of memory advised MADV_DONTFORK */
 };
 
 static void backing_free(const struct alloc *a);
@@ -622,6 +623,34 @@ static void move_end(uintptr_t lo, uintptr_t hi, int ok)
 /* Pins the whole pages [lo, hi): returns their second mapping (NULL when
  * they cannot be pinned).  Shared memory is mapped again as it is; private
  * pages move into a memfd mapped over them, *ino its inode. */
+/* Whether the mapping holding p is advised MADV_DONTFORK ("dc" in smaps):
+ * the pages' move below makes a new mapping, which gets the advice again,
+ * as the kernel keeps it on a registered range. */
+static int vma_dontfork(uintptr_t p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0, dc = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = lo <= p && p < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            dc = strstr(line, " dc") != NULL;
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+    return dc;
+}
+
+static void advise_dontfork(const struct alloc *a, uintptr_t lo, uintptr_t hi)
+{
+    if (a->dontfork)
+        syscall(SYS_madvise, lo, hi - lo, MADV_DONTFORK);
+}
+
 static char *pin(uintptr_t lo, uintptr_t hi, unsigned long *ino)
 {
     size_t n = hi - lo;
@@ -674,6 +703,7 @@ static void unpin(const struct alloc *a)
         move_begin(lo, hi);
         page_copy(copy, (void *)lo, hi - lo);
         move_end(lo, hi, syscall(SYS_mremap, copy, hi - lo, hi - lo, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)lo) != -1);
+        advise_dontfork(a, lo, hi);
     }
     if (maps)
         fclose(maps);
@@ -704,6 +734,15 @@ static int under_memcheck(void)
     return p && strstr(p, "vgpreload");
 }
 
+/* FAKECUDA_FAIL_REGISTER=<bytes>: cuMemHostRegister of at least that many
+ * bytes fails with CUDA_ERROR_OUT_OF_MEMORY (1: every call), as
+ * FAKECUDA_FAIL_HOSTALLOC does for cuMemHostAlloc. */
+static size_t fail_register_at(void)
+{
+    const char *v = getenv("FAKECUDA_FAIL_REGISTER");
+    return v && *v ? (size_t)strtoull(v, NULL, 0) : 0;
+}
+
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     FAKE_ENTER();
@@ -718,6 +757,10 @@ FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
                        .ihi = ((uintptr_t)p + bytesize) & ~(PAGE - 1) };
     if (a.ihi <= a.ilo || under_memcheck())
         a.ilo = a.ihi = 0;
+    size_t fail_at = fail_register_at();
+    if (fail_at && bytesize >= fail_at)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a.dontfork = vma_dontfork(a.base);
     pthread_mutex_lock(&mem_lock);
     /* bytes, not pages: the real driver registers two ranges that share a
      * page (tests/gpu/checks/ownership_check.c, parts) */
@@ -729,6 +772,8 @@ FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fl
         pthread_mutex_unlock(&mem_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (a.ilo < a.ihi)
+        advise_dontfork(&a, a.ilo, a.ihi);
     int rc = insert_locked(a);
     if (rc)
         unpin(&a);
@@ -794,6 +839,17 @@ __attribute__((constructor)) static void fork_model(void) { pthread_atfork(fork_
 FAKE_API long fakecuda_registered(void)
 {
     return atomic_load(&registered_now);
+}
+
+/* Test hook: registrations held now of memory advised MADV_DONTFORK. */
+FAKE_API long fakecuda_registered_dontfork(void)
+{
+    long n = 0;
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < ntab; i++)
+        n += tab[i].kind == MEM_REGISTERED && tab[i].dontfork;
+    pthread_mutex_unlock(&mem_lock);
+    return n;
 }
 
 /* Test hook: whether p lies in a registration. */

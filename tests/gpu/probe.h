@@ -1,14 +1,17 @@
 /* probe.h - what the single-file GPU probes (engine_check, passcost, the
  * probe_*.c) share: the monotonic clock in seconds, a qsort comparison of
- * doubles and a median, a pause and a streaming-store copy, and, with
+ * doubles and a median, a pause and a streaming-store copy, a written
+ * range on huge pages and its check, and, with
  * cuda.h included first, a checked driver call and the primary context of
  * device 0 made current. */
 #ifndef PINFAST_PROBE_H
 #define PINFAST_PROBE_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static inline double probe_now(void) {
@@ -60,6 +63,29 @@ static inline void probe_copy_nt(char *dst, const char *src, size_t n) {
 #else
     memcpy(dst, src, n);
 #endif
+}
+
+/* bytes (a multiple of 2 MiB) on a 2 MiB boundary, huge pages advised,
+ * written with a pattern that probe_written_intact checks. */
+static inline char *probe_written_range(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    char *m = mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    char *p = (char *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+    madvise(p, bytes, MADV_HUGEPAGE);
+    for (size_t i = 0; i < bytes; i++)
+        p[i] = (char)(i * 7);
+    return p;
+}
+
+static inline int probe_written_intact(const char *p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 4093)
+        if (p[i] != (char)(i * 7))
+            return 0;
+    return 1;
 }
 
 #ifdef CUDA_VERSION

@@ -145,12 +145,20 @@ static void *fake_fn(const char *name)
     return f;
 }
 
+long fake_registered_dontfork(void)
+{
+    static long (*fn)(void);
+    if (!fn)
+        *(void **)&fn = fake_fn("fakecuda_registered_dontfork");
+    return fn();
+}
+
 long fake_registered(void)
 {
     static long (*fn)(void);
     if (!fn)
         *(void **)&fn = fake_fn("fakecuda_registered");
-    return fn();
+    return fn() - fake_registered_dontfork();
 }
 
 int fake_registered_at(void *p)

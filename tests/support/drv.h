@@ -42,8 +42,13 @@ int drv_context0(const struct drv *d, CUcontext *ctx);
 
 unsigned long fake_calls(const char *exported);
 void fake_reset(void);
-/* The fake's registrations (pinfast's registration cache among them): how
- * many it holds, and whether p lies in one (void *: a t_await predicate). */
+/* The fake's registrations of the program's memory (pinfast's registration
+ * cache among them; not pinfast's own pinned memory, the only memory
+ * registered with MADV_DONTFORK advised, engine/pinned.c): how many it
+ * holds; and whether p lies in any registration (void *: a t_await
+ * predicate). */
 long fake_registered(void);
 int fake_registered_at(void *p);
+/* Those of memory advised MADV_DONTFORK: pinfast's own (slots, bounce areas). */
+long fake_registered_dontfork(void);
 #endif

@@ -8,6 +8,8 @@
 #                           own wait in blocking-sync contexts)
 #   probe_ctx_registration  what a destroyed context leaves of its
 #                           registrations and pinned allocations
+#   probe_dontfork          a registered range's MADV_DONTFORK advice, and
+#                           what a forked child gets of the range
 #   probe_reg_pieces        copies across a registration's end, or across
 #                           two registrations (their results; the times,
 #                           fields named *_gbps and *_us, are left out)
@@ -17,7 +19,7 @@ B=${B:-build}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 rc=0
-for p in ctx_flags ctx_registration reg_pieces; do
+for p in ctx_flags ctx_registration dontfork reg_pieces; do
     exe=$B/tests/gpu_probe_$p
     timeout 120 "$exe" 2>&1 | sed -E 's/"[a-z0-9_]+_(gbps|us)":[0-9.]+,//g' >"$OUT/$p-driver.jsonl" ||
         { echo "$p: exit $? on the driver"; rc=1; }

@@ -21,31 +21,9 @@
 
 #define BYTES ((size_t)8 << 20)
 #define PINNED ((size_t)2 << 20)
-#define HUGE ((size_t)2 << 20)
 
 enum way { CREATED, RELEASED, RESET, NWAYS };
 static const char *ways[NWAYS] = {"cuCtxDestroy", "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxReset"};
-
-/* 8 MiB on a 2 MiB boundary, huge pages advised, written. */
-static char *range(void) {
-    char *m = mmap(NULL, BYTES + HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        perror("mmap");
-        exit(1);
-    }
-    char *p = (char *)(((uintptr_t)m + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
-    madvise(p, BYTES, MADV_HUGEPAGE);
-    for (size_t i = 0; i < BYTES; i++)
-        p[i] = (char)(i * 7);
-    return p;
-}
-
-static int intact(const char *p) {
-    for (size_t i = 0; i < BYTES; i += 4093)
-        if (p[i] != (char)(i * 7))
-            return 0;
-    return 1;
-}
 
 /* 1: every page of [q, q+n) is mapped. */
 static int mapped(void *q, size_t n) {
@@ -68,7 +46,7 @@ int main(void) {
                 CK(cuDevicePrimaryCtxRetain(&a, d));
                 CK(cuCtxSetCurrent(a));
             }
-            char *p = range();
+            char *p = probe_written_range(BYTES);
             void *q = NULL;
             CUresult reg = cuMemHostRegister(p, BYTES, sets[f]);
             CK(cuMemHostAlloc(&q, PINNED, CU_MEMHOSTALLOC_PORTABLE));
@@ -88,7 +66,7 @@ int main(void) {
             printf("{\"probe\":\"ctx_registration\",\"way\":\"%s\",\"flags\":%u,\"register\":%d,"
                    "\"attribute\":%d,\"memory_type\":%u,\"unregister_after\":%d,\"register_again\":%d,"
                    "\"unregister_again\":%d,\"range_intact\":%d,\"hostalloc_mapped\":%d}\n",
-                   ways[w], sets[f], (int)reg, (int)attr, type, (int)unreg, (int)again, (int)undo, intact(p),
+                   ways[w], sets[f], (int)reg, (int)attr, type, (int)unreg, (int)again, (int)undo, probe_written_intact(p, BYTES),
                    mapped(q, PINNED));
             fflush(stdout);
             munmap(p, BYTES);
