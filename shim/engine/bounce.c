@@ -251,15 +251,17 @@ static CUresult mark_create(struct pf_context *c) {
 /* Past the count, or a copy over PF_PASS_SMALL (`large`): 1 when the mark
  * is over, or there is none, and a new one is recorded, or when a large
  * copy finds its stream idle (nothing queued: no mark needed); 0 when not.
- * Nothing is asked during a capture. */
+ * A mark recorded on the stream answers alone: over, the work before the
+ * copy before this one is done; not over, the stream is not idle.  Nothing
+ * is asked during a capture (every one is begun through pinfast, which
+ * counts it: with none counted, no stream is capturing). */
 static int ask(CUstream stream, int large) {
-    CUstreamCaptureStatus cs;
-    if (pf_capturing() || PF_CALL(cuStreamIsCapturing, stream, &cs) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (pf_capturing())
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
-    CUresult idle = large ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
-    struct pf_context *c = idle == CUDA_ERROR_NOT_READY ? pf_context_of(stream, 0) : NULL;
+    int marked = mine.marked && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id;
+    CUresult idle = large && !marked ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
+    struct pf_context *c = marked ? mine.c : idle == CUDA_ERROR_NOT_READY ? pf_context_of(stream, 0) : NULL;
     if (!c) { /* idle, an error the driver's call answers, or no context */
         mine.marked = 0;
         pf_capture_restore(mode);
@@ -267,7 +269,7 @@ static int ask(CUstream stream, int large) {
     }
     if (mine.ev && (mine.c != c || mine.id != c->id))
         mark_drop(NULL);
-    CUresult q = mine.marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
+    CUresult q = marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
     int room = q != CUDA_ERROR_NOT_READY; /* an error: the driver's call answers it */
     if (room) {
         if (!mine.ev && mark_create(c) == CUDA_SUCCESS) {
