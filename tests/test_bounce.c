@@ -196,6 +196,38 @@ static void test_large_behind_kernel(void **s)
     }
 }
 
+/* The ask before each copy of such a burst: the mark recorded on the
+ * stream at the copy before answers alone, without the stream's own
+ * answer, and with no capture counted nothing asks whether the stream
+ * captures (0.2 us a copy less on an H200,
+ * docs/results/2026-11-30-h200-large-copy-ask).  Only the burst's first
+ * copy, with no mark yet, asks the stream.  Every byte lands. */
+static void test_large_ask_calls(void **s)
+{
+    (void)s;
+    enum { COPIES = 12 };
+    size_t n = 128 * KiB;
+    unsigned char *h = malloc(n), *want = malloc(COPIES * n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, COPIES * n));
+    t_fill(want, COPIES * n, t_rand());
+    hold_stream(nonblocking, HOLD_US);
+    unsigned long queries = fake_calls("cuStreamQuery");
+    for (int i = 0; i < COPIES; i++) {
+        memcpy(h, want + i * n, n);
+        CK(D.MemcpyHtoDAsync(d + i * n, h, n, nonblocking));
+        t_poison(h, n);
+    }
+    queries = fake_calls("cuStreamQuery") - queries;
+    CK(D.StreamSynchronize(nonblocking));
+    if (t_pinfast() && queries > 1)
+        fail_msg("%lu stream queries for a burst of %d copies of %zu bytes behind a kernel", queries, COPIES, n);
+    expect_device(d, want, COPIES * n, "a burst of copies over 64 KiB behind a kernel");
+    CK(D.MemFree(d));
+    free(h);
+    free(want);
+}
+
 /* Copies over 64 KiB on an idle stream, each waited for, pass to the
  * driver with no mark: the stream's own answer says nothing is queued.
  * Counted as the small ones, they recorded a mark every fourth copy;
@@ -525,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_idle_stream_passes),
         cmocka_unit_test(test_after_burst_passes),
         cmocka_unit_test(test_large_behind_kernel),
+        cmocka_unit_test(test_large_ask_calls),
         cmocka_unit_test(test_large_idle_passes),
         cmocka_unit_test(test_order_mixed),
         cmocka_unit_test(test_area_full),

@@ -251,8 +251,7 @@ static CUresult mark_create(struct pf_context *c) {
 /* Past the count, or a copy over PF_PASS_SMALL (`large`): 1 when the mark
  * is over, or there is none, and a new one is recorded, or when a large
  * copy finds its stream idle (nothing queued: no mark needed); 0 when not.
- * A mark recorded on the stream answers alone: over, the work before the
- * copy before this one is done; not over, the stream is not idle.  Nothing
+ * A mark not over answers alone: the stream is not idle either.  Nothing
  * is asked during a capture (every one is begun through pinfast, which
  * counts it: with none counted, no stream is capturing). */
 static int ask(CUstream stream, int large) {
@@ -260,8 +259,13 @@ static int ask(CUstream stream, int large) {
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
     int marked = mine.marked && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id;
-    CUresult idle = large && !marked ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
-    struct pf_context *c = marked ? mine.c : idle == CUDA_ERROR_NOT_READY ? pf_context_of(stream, 0) : NULL;
+    CUresult q = marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
+    if (q == CUDA_ERROR_NOT_READY) {
+        pf_capture_restore(mode);
+        return 0;
+    }
+    CUresult idle = large ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
+    struct pf_context *c = idle != CUDA_ERROR_NOT_READY ? NULL : marked ? mine.c : pf_context_of(stream, 0);
     if (!c) { /* idle, an error the driver's call answers, or no context */
         mine.marked = 0;
         pf_capture_restore(mode);
@@ -269,19 +273,15 @@ static int ask(CUstream stream, int large) {
     }
     if (mine.ev && (mine.c != c || mine.id != c->id))
         mark_drop(NULL);
-    CUresult q = marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
-    int room = q != CUDA_ERROR_NOT_READY; /* an error: the driver's call answers it */
-    if (room) {
-        if (!mine.ev && mark_create(c) == CUDA_SUCCESS) {
-            mine.c = c;
-            mine.id = c->id;
-            pthread_once(&mark_once, mark_key_create);
-            pthread_setspecific(mark_key, &mine);
-        }
-        mine.marked = mine.ev && PF_CALL(cuEventRecord, mine.ev, stream) == CUDA_SUCCESS;
+    if (!mine.ev && mark_create(c) == CUDA_SUCCESS) {
+        mine.c = c;
+        mine.id = c->id;
+        pthread_once(&mark_once, mark_key_create);
+        pthread_setspecific(mark_key, &mine);
     }
+    mine.marked = mine.ev && PF_CALL(cuEventRecord, mine.ev, stream) == CUDA_SUCCESS;
     pf_capture_restore(mode);
-    return room;
+    return 1; /* an error of the mark's: the driver's call answers it */
 }
 
 int pf_engine_passing_ask(CUstream stream, size_t n) {
