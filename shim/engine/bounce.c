@@ -252,10 +252,13 @@ static CUresult mark_create(struct pf_context *c) {
  * is over, or there is none, and a new one is recorded, or when a large
  * copy finds its stream idle (nothing queued: no mark needed); 0 when not.
  * A mark not over answers alone: the stream is not idle either.  Nothing
- * is asked during a capture (every one is begun through pinfast, which
- * counts it: with none counted, no stream is capturing). */
+ * is asked during a capture, nor on a stream that captures (a capture
+ * pinfast did not see begin, by an entry point it does not know, would be
+ * broken by the queries). */
 static int ask(CUstream stream, int large) {
-    if (pf_capturing())
+    CUstreamCaptureStatus cs;
+    if (pf_capturing() || PF_CALL(cuStreamIsCapturing, stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
     int marked = mine.marked && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id;
