@@ -84,6 +84,7 @@ WORKLOADS = [
     Workload("ddp_train", "py", ("--steps", "30", "--warmup-steps", "5"), ("--steps", "200", "--warmup-steps", "20"),
              est_s=25, est_quick_s=20),
     Workload("cupy_copy", "py", ("--bytes", "256M"), est_s=12, est_quick_s=5),
+    Workload("jax_copy", "py", ("--bytes", "256M"), est_s=15, est_quick_s=8),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}

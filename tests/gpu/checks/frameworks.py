@@ -1,4 +1,4 @@
-"""PyTorch and CuPy under pinfast: results equal to the CPU's, and (with
+"""PyTorch, CuPy and JAX under pinfast: results equal to the CPU's, and (with
 PINFAST_STATS=json) an exit report naming their transfers."""
 import sys
 
@@ -32,4 +32,17 @@ try:
     print("cupy:", "ok" if good else "MISMATCH")
 except ImportError:
     print("cupy: not installed")
+try:
+    import jax
+    import jax.numpy as jnp
+    a = np.random.default_rng(2).standard_normal(n // 2).astype(np.float32)
+    good = np.array_equal(np.asarray(jax.device_put(a) * 2), a * 2)
+    rng = np.random.default_rng(3)
+    for _ in range(16):  # fresh host batches, as a data pipeline feeds them
+        batch = rng.integers(0, 256, 8 << 20, dtype=np.uint8)
+        good &= int(jnp.sum(jax.device_put(batch), dtype=jnp.uint32)) == int(batch.sum(dtype=np.uint32))
+    ok &= good
+    print("jax:", "ok" if good else "MISMATCH", "on", jax.devices()[0].platform)
+except ImportError:
+    print("jax: not installed")
 sys.exit(0 if ok else 1)
