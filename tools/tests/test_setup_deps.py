@@ -91,6 +91,19 @@ class SetupDeps(unittest.TestCase):
         self.assertEqual((p.returncode, self.calls()), (1, []))
         self.assertIn("install with: sudo apt-get install -y make", p.stderr)
 
+    def test_aarch64_packages(self):
+        """The cross compiler is found by its command, the C library by its
+        headers under /usr/aarch64-linux-gnu."""
+        cross = ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"]
+        p = self.run_deps("--dry-run", *cross)
+        self.assertEqual(p.stdout, "pinfast: would install: %s\n" % " ".join(cross))
+        self.stub("aarch64-linux-gnu-gcc")
+        inc = os.path.join(self.root, "usr", "aarch64-linux-gnu", "include")
+        os.makedirs(inc)
+        open(os.path.join(inc, "stdio.h"), "w").close()
+        p = self.run_deps("--dry-run", *cross)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
+
     def test_unknown_package(self):
         p = self.run_deps("uthash-dev")
         self.assertEqual(p.returncode, 2)
@@ -102,7 +115,7 @@ class SetupDeps(unittest.TestCase):
         with open(os.path.join(top, "tests", "run")) as f:
             text = f.read()
         self.assertIn("tools/setup-deps $pkgs", text)
-        for name in ALL:
+        for name in ALL + ["gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross"]:
             self.assertIn(name, text)
         self.assertNotIn("uthash", text)
         with open(os.path.join(top, ".ci", "run")) as f:
