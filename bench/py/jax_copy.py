@@ -21,15 +21,15 @@ def main():
     except RuntimeError as e:  # no CUDA backend, no device
         skip("jax_copy", "jax has no GPU: %s" % e)
     on_gpu = jax.sharding.SingleDeviceSharding(dev)
-    pinned = jax.sharding.SingleDeviceSharding(dev, memory_kind="pinned_host") if a.pinned else None
 
     rng = np.random.default_rng()
     host = rng.integers(0, 256, a.bytes, dtype=np.uint8)
-    src = host
-    if pinned is not None:
+    src, pinned = host, None
+    if a.pinned:
         try:
+            pinned = jax.sharding.SingleDeviceSharding(dev, memory_kind="pinned_host")
             src = jax.device_put(host, pinned).block_until_ready()
-        except (ValueError, RuntimeError) as e:  # a jax or backend without the memory kind
+        except (TypeError, ValueError, RuntimeError) as e:  # a jax or backend without the memory kind
             skip("jax_copy", "no pinned_host memory: %s" % e)
     rep = Report("jax_copy", a.pinned, {"bytes": a.bytes, "reps": a.reps, "jax": jax.__version__})
 
