@@ -63,7 +63,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run before it is killed")
     ap.add_argument("--resume", default=None, metavar="RAW",
                     help="an earlier run's <stem>-raw.jsonl, of the same library and sizes: the "
-                         "workloads it ran to the end are kept, the others run now")
+                         "workloads it ran to the end are kept, the others run now (the one it "
+                         "stopped in keeps its complete rounds on the same machine start)")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     ap.add_argument("--cpus", default=None,
                     help="run every variant on these CPUs only (e.g. 4,5 or 2-5): on a VM whose "
@@ -137,15 +138,20 @@ def main(argv=None):
         return 2
     if not a.no_build:
         log("built in %s" % runner.fmt_duration(time.time() - t_build))
-    kept, kept_names = [], []
+    kept, kept_names, kept_rounds = [], [], {}
+    boot_id = runner.machine_start()
     if earlier:  # the library is known only now, when the harness builds it
-        kept, kept_names, why = resume.keep(earlier, selected, a.runs, runner.file_digest(lib))
+        kept, kept_names, kept_rounds, why = resume.keep(earlier, selected, a.runs, runner.file_digest(lib),
+                                                         boot_id)
         if why:
             log("--resume %s: %s; nothing was run" % (a.resume, why))
             return 2
-        jobs = runner.schedule([w for w in selected if w.name not in kept_names], a.runs, a.warmup)
-        log("--resume: %d run(s) of %s kept, %d run(s) to go"
-            % (len(kept), ",".join(kept_names) or "no workload", len(jobs)))
+        jobs = runner.schedule([w for w in selected if w.name not in kept_names], a.runs, a.warmup, kept_rounds)
+        in_part = {w.name: n * len(w.variants()) for w in selected for n in [kept_rounds.get(w.name, 0)] if n}
+        rounds = "".join(", %d of %s's first %d round(s) (this machine start)" % (in_part[w], w, n)
+                         for w, n in kept_rounds.items())
+        log("--resume: %d run(s) of %s kept%s, %d run(s) to go"
+            % (len(kept) - sum(in_part.values()), ",".join(kept_names) or "no workload", rounds, len(jobs)))
 
     machine = a.machine or runner.machine_name()
     started = datetime.datetime.now()
@@ -210,7 +216,7 @@ def main(argv=None):
     # the checkout's commit says what built the library only when this run
     # built it; the library's own digest identifies it either way
     extra = {"commit": runner.git_commit(), "lib_sha256": runner.file_digest(lib), "quick": a.quick,
-             "warmup": a.warmup}
+             "warmup": a.warmup, "boot_id": boot_id}
     records, problems, skip_why = results.aggregate(raw, machine, date, a.noise_floor, extra)
     results.write_jsonl(prefix + ".jsonl", records)
     with open(prefix + "-raw.jsonl", "w") as f:
@@ -225,8 +231,8 @@ def main(argv=None):
         f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
                 "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
                 "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
-        if kept_names:
-            f.write(resume.describe(a.resume, kept_names))
+        if kept_names or kept_rounds:
+            f.write(resume.describe(a.resume, kept_names, kept_rounds))
         if stopped:
             f.write("**Stopped** by %s at run %d of %d: the later workloads have fewer runs or "
                     "none.\n\n" % (stopped[0], stopped[1] + 1, len(jobs)))

@@ -1,6 +1,8 @@
 """Taking up an earlier run (--resume): the workloads it ran to the end are
-kept, the others are run now. A workload is kept whole or run again whole,
-so that its variants are always compared within one run of the machine.
+kept, the others are run now. A workload it stopped in keeps its complete
+rounds (run k of every variant) only when the earlier run was on this same
+start of the machine (its boot id); else it runs again whole, so that a
+workload's variants are always compared within one start of the machine.
 The earlier run must have used the same library and the same sizes."""
 import json
 import os
@@ -16,8 +18,9 @@ def _sibling(raw_path):
 
 
 def read(raw_path, quick):
-    """The earlier run's runs and the digest of its library, or (None, why)
-    when it cannot be taken up: checked before anything runs."""
+    """The earlier run's runs, the digest of its library and its machine
+    start, or (None, why) when it cannot be taken up: checked before
+    anything runs."""
     sibling = _sibling(raw_path)
     if sibling is None:
         return None, "not a file of raw runs (<stem>-raw.jsonl)"
@@ -30,29 +33,41 @@ def read(raw_path, quick):
         return None, str(e)
     if bool(first.get("quick")) != bool(quick):
         return None, "it ran the %s sizes" % ("quick" if first.get("quick") else "full")
-    return (old, first.get("lib_sha256")), None
+    return (old, first.get("lib_sha256"), first.get("boot_id")), None
 
 
-def keep(earlier, selected, runs, lib_digest):
-    """(kept runs, names of the workloads kept, None), or (None, None, why)
-    when the earlier run's library is not this one."""
-    old, digest = earlier
+def keep(earlier, selected, runs, lib_digest, boot_id):
+    """(kept runs, names of the workloads kept whole, {name: rounds kept} of
+    those kept in part, None), or (None, None, None, why) when the earlier
+    run's library is not this one.  A part is its rounds from the first on,
+    each with every variant's run, and only from this machine start."""
+    old, digest, their_boot = earlier
     if digest != lib_digest:
-        return None, None, "its library (%s) is not this one (%s)" % (digest, lib_digest)
+        return None, None, None, "its library (%s) is not this one (%s)" % (digest, lib_digest)
     have = {}
     for r in old:
         if r.get("run", -1) < runs and results.run_ok(r):
             have[(r["workload"], r["variant"], r["run"])] = r
-    kept, names = [], []
+    same_start = boot_id is not None and their_boot == boot_id
+    kept, names, rounds = [], [], {}
     for w in selected:
-        want = [(w.name, v, k) for k in range(runs) for v in w.variants()]
-        if all(key in have for key in want):
-            kept += [have[key] for key in want]
+        done = 0
+        while done < runs and all((w.name, v, done) in have for v in w.variants()):
+            done += 1
+        if done == runs:
             names.append(w.name)
-    return kept, names, None
+        elif done and same_start:
+            rounds[w.name] = done
+        else:
+            continue
+        kept += [have[(w.name, v, k)] for k in range(done) for v in w.variants()]
+    return kept, names, rounds, None
 
 
-def describe(raw_path, names):
+def describe(raw_path, names, rounds):
     """The results table's line on what was taken up."""
-    return ("Runs of %s taken up from %s (--resume); the others ran now.\n\n"
-            % (", ".join(names), os.path.basename(raw_path)))
+    parts = ["runs of %s" % ", ".join(names)] if names else []
+    parts += ["the first %d round(s) of %s (this machine start)" % (n, w) for w, n in rounds.items()]
+    what = "; ".join(parts)
+    return ("%s taken up from %s (--resume); the others ran now.\n\n"
+            % (what[0].upper() + what[1:], os.path.basename(raw_path)))

@@ -83,18 +83,33 @@ def setup_deps():
                           stdout=sys.stderr).returncode == 0
 
 
-def schedule(workloads, runs, warmup=0):
+def schedule(workloads, runs, warmup=0, done=None):
     """Interleaved order: for each workload, run 1 of every variant, then run
     2 of every variant, ... so that slow drifts of the machine (thermal,
     page cache, other tenants) hit all variants alike.  Each workload starts
     with `warmup` rounds of every variant, numbered below 0, whose results
-    are not kept."""
+    are not kept; done[name] rounds of a workload taken up (--resume) are
+    not run again."""
     jobs = []
     for w in workloads:
-        for k in range(-warmup, runs):
+        first = (done or {}).get(w.name, 0)
+        for k in list(range(-warmup, 0)) + list(range(first, runs)):
             for v in w.variants():
                 jobs.append((w, v, k))
     return jobs
+
+
+def machine_start():
+    """This start of the machine, the kernel's boot id (PINBENCH_BOOT_ID
+    stands in for it in tests); None where it cannot be read."""
+    v = os.environ.get("PINBENCH_BOOT_ID")
+    if v:
+        return v
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def estimate_left(jobs, observed, quick):

@@ -405,6 +405,51 @@ class TestEndToEnd(unittest.TestCase):
                          sorted((w, v, k) for w in ("sweep", "small") for v in ("plain", "pinfast", "pinned")
                                 for k in (0, 1)))
 
+    def stopped_in_small(self, first, at, boot_id):
+        """A run of sweep and small, 3 runs each, stopped by SIGTERM as
+        progress line `at` appears; its raw runs' file."""
+        cmd = [sys.executable, RUN, "--no-build", "--build", os.path.join(self.tmp.name, "build"),
+               "--lib", self.lib, "--out", first, "--machine", "testbox", "--runs", "3",
+               "--warmup", "0", "--workloads", "sweep,small", "--no-fail"]
+        env = dict(os.environ, PINBENCH_GPU="yes", FAKE_SLEEP="0.2", PINBENCH_BOOT_ID=boot_id)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for line in p.stderr:
+            if line.startswith(at):
+                time.sleep(0.1)
+                p.send_signal(signal.SIGTERM)
+                break
+        p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        return self.raw_of(first)
+
+    def test_resume_keeps_rounds_of_this_machine_start(self):
+        """Stopped in small's third round: on the same machine start its two
+        complete rounds are kept and only the third runs, after the warm-up;
+        on another start small runs again whole."""
+        raw = self.stopped_in_small(os.path.join(self.tmp.name, "first"), "[ 16/18]", "start-a")
+        env = dict(os.environ, PINBENCH_BOOT_ID="start-a")
+        p = self.bench("--workloads", "sweep,small", "--runs", "3", "--warmup", "1", "--no-fail",
+                       "--resume", raw, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("bench: --resume: 9 run(s) of sweep kept, 6 of small's first 2 round(s) "
+                      "(this machine start), 6 run(s) to go", p.stderr)
+        self.assertEqual(self.progress(p).count("small"), 6)      # a warm-up round, then run 3
+        self.assertEqual(self.progress(p).count("run 3/3"), 3)
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("Runs of sweep; the first 2 round(s) of small (this machine start) taken up "
+                          "from %s" % os.path.basename(raw), f.read())
+        with open(self.raw_of(self.out)) as f:
+            runs = [json.loads(line) for line in f]
+        self.assertEqual(sorted((r["workload"], r["variant"], r["run"]) for r in runs),
+                         sorted((w, v, k) for w in ("sweep", "small") for v in ("plain", "pinfast", "pinned")
+                                for k in (0, 1, 2)))
+        shutil.rmtree(self.out)
+        p = self.bench("--workloads", "sweep,small", "--runs", "3", "--warmup", "0", "--no-fail",
+                       "--resume", raw, env=dict(os.environ, PINBENCH_BOOT_ID="start-b"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("bench: --resume: 9 run(s) of sweep kept, 9 run(s) to go", p.stderr)
+
     def test_resume_refuses_another_library_or_size(self):
         first = os.path.join(self.tmp.name, "first")
         p = self.bench("--workloads", "sweep", "--out", first)
