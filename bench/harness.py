@@ -147,11 +147,12 @@ def main(argv=None):
             log("--resume %s: %s; nothing was run" % (a.resume, why))
             return 2
         jobs = runner.schedule([w for w in selected if w.name not in kept_names], a.runs, a.warmup, kept_rounds)
-        in_part = {w.name: n * len(w.variants()) for w in selected for n in [kept_rounds.get(w.name, 0)] if n}
-        rounds = "".join(", %d of %s's first %d round(s) (this machine start)" % (in_part[w], w, n)
+        def runs_of(names):
+            return sum(1 for r in kept if r["workload"] in names)
+        rounds = "".join(", %d of %s's first %d round(s) (this machine start)" % (runs_of({w}), w, n)
                          for w, n in kept_rounds.items())
         log("--resume: %d run(s) of %s kept%s, %d run(s) to go"
-            % (len(kept) - sum(in_part.values()), ",".join(kept_names) or "no workload", rounds, len(jobs)))
+            % (runs_of(kept_names), ",".join(kept_names) or "no workload", rounds, len(jobs)))
 
     machine = a.machine or runner.machine_name()
     started = datetime.datetime.now()
