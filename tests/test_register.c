@@ -363,6 +363,36 @@ static void test_kept_until_synchronized(void **s)
                  registered_at(&was) ? "still registered" : "unregistered", unregisters() - before);
 }
 
+/* Two blocks copied twice, due for registration, then freed, while the
+ * registrar spends 0.3 s on each (a slow registration): the one it was not
+ * making when the program waited for its context is never registered.
+ * Made after that wait, of memory the program freed, it would outlast the
+ * waits that undo a kept block's registration. */
+static void test_freed_due_not_registered(void **s)
+{
+    (void)s;
+    if (!heap())
+        return;
+    fake_register_delay(300 * 1000);
+    unsigned char *a = malloc(BLK), *b = malloc(BLK);
+    assert_non_null(a);
+    assert_non_null(b);
+    round_trip(a, BLK, "a block made due");
+    round_trip(b, BLK, "a block made due behind another");
+    volatile uintptr_t was[2] = {(uintptr_t)a, (uintptr_t)b};
+    free(a);
+    free(b);
+    CK(D.CtxSynchronize());
+    int made = 0;
+    for (int i = 0; i < 300 && made < 2; i++) { /* both made within 3 s, where they are */
+        usleep(10 * 1000);
+        made = registered_at(&was[0]) + registered_at(&was[1]);
+    }
+    fake_register_delay(0);
+    if (made > 1)
+        fail_msg("a block freed while due for registration was registered after the program's cuCtxSynchronize");
+}
+
 /* Copied twice (due: the registrar registers it now), then its pages
  * advised away: no unregistration inline; the program's bytes move. */
 static void test_changed_while_registering(void **s)
@@ -1583,6 +1613,7 @@ int main(int argc, char **argv)
         CASE(test_reuse_report),
         CASE(test_kept_until_synchronized),
         CASE(test_changed_while_registering),
+        CASE(test_freed_due_not_registered),
         CASE(test_free_no_unregister),
         CASE(test_madvise),
         CASE(test_munmap_mprotect),

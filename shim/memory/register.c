@@ -287,8 +287,18 @@ void pf_register_settle(void) {
     pf_heap_lock();
     size_t n;
     struct pf_block *all = pf_heap_blocks(&n);
-    for (size_t i = 0; i < n; i++)
-        all[i].settles += all[i].state == PF_BLOCK_KEPT && all[i].reg == PF_REG_LIVE;
+    for (size_t i = 0; i < n; i++) {
+        struct pf_block *b = &all[i];
+        if (b->state != PF_BLOCK_KEPT)
+            continue;
+        /* one being made counts too: once made, it is undone at the
+         * program's second wait since its free, as a made one is */
+        b->settles += b->reg == PF_REG_LIVE || b->reg == PF_REG_MAKING;
+        /* a freed block's registration not yet begun never is: made now,
+         * it would outlast the program's waits that undo the others */
+        if (b->reg == PF_REG_DUE)
+            pf_reg_set(b, PF_REG_NONE);
+    }
     for (struct pf_block *b; (b = settling());) {
         uint32_t gen = b->gen;
         if (to_settle(b))

@@ -743,9 +743,22 @@ static size_t fail_register_at(void)
     return v && *v ? (size_t)strtoull(v, NULL, 0) : 0;
 }
 
+/* Test hook: each cuMemHostRegister first sleeps this long, as the real
+ * driver's takes ~0.2 s a GiB (tests/gpu/probes/probe_pin_cost.c): a test
+ * holds pinfast's registrar on one block with it. */
+static atomic_uint register_delay_us;
+
+FAKE_API void fakecuda_register_delay(unsigned us)
+{
+    atomic_store(&register_delay_us, us);
+}
+
 FAKE_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
     FAKE_ENTER();
+    unsigned delay = atomic_load(&register_delay_us);
+    if (delay)
+        usleep(delay);
     struct fake_ctx *c;
     CUresult r = fake_ctx_require(&c);
     if (r)

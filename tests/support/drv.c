@@ -161,6 +161,14 @@ long fake_registered(void)
     return fn() - fake_registered_dontfork();
 }
 
+void fake_register_delay(unsigned us)
+{
+    static void (*fn)(unsigned);
+    if (!fn)
+        *(void **)&fn = fake_fn("fakecuda_register_delay");
+    fn(us);
+}
+
 int fake_registered_at(void *p)
 {
     static int (*fn)(const void *);

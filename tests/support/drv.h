@@ -51,4 +51,6 @@ long fake_registered(void);
 int fake_registered_at(void *p);
 /* Those of memory advised MADV_DONTFORK: pinfast's own (slots, bounce areas). */
 long fake_registered_dontfork(void);
+/* Each cuMemHostRegister of the fake sleeps `us` first (0: none). */
+void fake_register_delay(unsigned us);
 #endif
