@@ -51,10 +51,16 @@ struct run {
     uint64_t ns;
 };
 
+static double slowest_s; /* the longest pf_callsite_copy of the last run, walk included */
+
 static void *copier(void *arg) {
     const struct run *r = arg;
-    for (int i = 0; i < r->copies; i++)
+    for (int i = 0; i < r->copies; i++) {
+        double t0 = t_now();
         pf_callsite_copy(r->bytes, pf_ns_to_ticks(r->ns));
+        double took = t_now() - t0;
+        slowest_s = took > slowest_s ? took : slowest_s;
+    }
     return NULL;
 }
 
@@ -62,6 +68,7 @@ static void *copier(void *arg) {
  * add up to into *calls. */
 static int run_on_thread(struct run r, double *calls) {
     pf_callsite_reset();
+    slowest_s = 0;
     atomic_store(&walks, 0);
     atomic_store(&walked_ns, 0);
     pthread_t t;
@@ -125,14 +132,26 @@ static void test_uneven_walks(void **state) {
         fail_msg("walks took %.1f%% of the copies' time (%d of %d walked)", 100 * share, w, r.copies);
 }
 
-/* Walks that cost nothing: every large copy walked, the calls exact. */
+/* Walks that cost nothing: every large copy walked, the calls exact.
+ * Unless the machine took the CPU from a walk long enough to make it dear
+ * (over 1% of a copy): the rate then backs off as it should, and the
+ * estimate is held to its error as for dear walks. */
 static void test_cheap_walks(void **state) {
     (void)state;
     walk_us = 0;
     struct run r = {400, COPY_BYTES, COPY_NS};
     double calls;
-    assert_int_equal(run_on_thread(r, &calls), r.copies);
-    assert_true(fabs(calls - r.copies) < 1);
+    int w = run_on_thread(r, &calls);
+    if (slowest_s * 1e9 <= COPY_NS / 100) {
+        assert_int_equal(w, r.copies);
+        assert_true(fabs(calls - r.copies) < 1);
+        return;
+    }
+    print_message("a walk took %.0f us: %d of %d copies walked, %.0f calls estimated\n", slowest_s * 1e6, w, r.copies,
+                  calls);
+    double p = (double)(w > 2 ? w - 2 : 1) / r.copies;
+    if (fabs(calls - r.copies) > 4 * sqrt(r.copies * (1 - p) / p) + 2)
+        fail_msg("%.0f calls estimated for %d", calls, r.copies);
 }
 
 /* PINFAST_CALLSITES=1: every copy walked, however dear. */
