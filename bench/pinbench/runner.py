@@ -86,16 +86,19 @@ def setup_deps():
 def schedule(workloads, runs, warmup=0, done=None):
     """Interleaved order: for each workload, run 1 of every variant, then run
     2 of every variant, ... so that slow drifts of the machine (thermal,
-    page cache, other tenants) hit all variants alike.  Each workload starts
-    with `warmup` rounds of every variant, numbered below 0, whose results
-    are not kept; done[name] rounds of a workload taken up (--resume) are
-    not run again."""
+    page cache, other tenants) hit all variants alike.  Round k starts at
+    variant k (mod their number), so that no variant always follows the
+    same one: what a process leaves the next (memory being freed, a GPU
+    waking) falls on each in turn.  Each workload starts with `warmup`
+    rounds of every variant, numbered below 0, whose results are not kept;
+    done[name] rounds of a workload taken up (--resume) are not run again."""
     jobs = []
     for w in workloads:
         first = (done or {}).get(w.name, 0)
+        vs = w.variants()
         for k in list(range(-warmup, 0)) + list(range(first, runs)):
-            for v in w.variants():
-                jobs.append((w, v, k))
+            at = k % len(vs)
+            jobs.extend((w, v, k) for v in vs[at:] + vs[:at])
     return jobs
 
 

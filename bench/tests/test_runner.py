@@ -22,17 +22,30 @@ class TestSchedule(unittest.TestCase):
         sel = workloads.select("churn,small")
         order = [(w.name, v, k) for w, v, k in runner.schedule(sel, 2)]
         self.assertEqual(order[:5], [("churn", "plain", 0), ("churn", "pinfast", 0),
-                                     ("churn", "plain", 1), ("churn", "pinfast", 1),
+                                     ("churn", "pinfast", 1), ("churn", "plain", 1),
                                      ("small", "plain", 0)])
-        self.assertEqual(order[5:8], [("small", "pinfast", 0), ("small", "pinned", 0), ("small", "plain", 1)])
+        self.assertEqual(order[5:10], [("small", "pinfast", 0), ("small", "pinned", 0),
+                                       ("small", "pinfast", 1), ("small", "pinned", 1), ("small", "plain", 1)])
+
+    def test_rounds_rotate(self):
+        """Over as many rounds as variants, each variant runs once in each
+        place of a round, and every round runs each variant once."""
+        sel = workloads.select("small")
+        vs = sel[0].variants()
+        jobs = runner.schedule(sel, 2 * len(vs))
+        rounds = [[v for _, v, k in jobs if k == r] for r in range(2 * len(vs))]
+        for r in rounds:
+            self.assertEqual(sorted(r), sorted(vs))
+        for place in range(len(vs)):
+            self.assertEqual(sorted(r[place] for r in rounds[:len(vs)]), sorted(vs))
 
     def test_warmup_rounds_first_per_workload(self):
         sel = workloads.select("churn,small")
         order = [(w.name, v, k) for w, v, k in runner.schedule(sel, 2, warmup=1)]
         self.assertEqual(len(order), 2 * 3 + 3 * 3)
-        self.assertEqual(order[:3], [("churn", "plain", -1), ("churn", "pinfast", -1), ("churn", "plain", 0)])
-        self.assertEqual(order[6:10], [("small", "plain", -1), ("small", "pinfast", -1),
-                                       ("small", "pinned", -1), ("small", "plain", 0)])
+        self.assertEqual(order[:3], [("churn", "pinfast", -1), ("churn", "plain", -1), ("churn", "plain", 0)])
+        self.assertEqual(order[6:10], [("small", "pinned", -1), ("small", "plain", -1),
+                                       ("small", "pinfast", -1), ("small", "plain", 0)])
 
     def test_file_digest(self):
         with tempfile.NamedTemporaryFile(delete=False) as f:
@@ -286,12 +299,12 @@ class TestEndToEnd(unittest.TestCase):
         self.assertIn("bench: stopped by SIGTERM at run 5 of 18", err)
         self.assertIn("writing the 4 runs done", err)
         self.assertNotIn("FAILED", err)
-        self.assertIn("2.00x", out)     # sweep: pinfast vs plain, from 2 runs of plain and pinfast
+        self.assertIn("2.00x", out)     # sweep: pinfast vs plain, from the runs of plain and pinfast done
         raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
         with open(os.path.join(self.out, raw[0])) as f:
             runs = [json.loads(line) for line in f]
         self.assertEqual([(r["variant"], r["run"]) for r in runs],
-                         [("plain", 0), ("pinfast", 0), ("pinned", 0), ("plain", 1)])
+                         [("plain", 0), ("pinfast", 0), ("pinned", 0), ("pinfast", 1)])
         md = [f for f in os.listdir(self.out) if f.endswith(".md")]
         with open(os.path.join(self.out, md[0])) as f:
             self.assertIn("**Stopped** by SIGTERM at run 5 of 18", f.read())
