@@ -232,10 +232,6 @@ def main(argv=None):
         f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
                 "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
                 "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
-        several = ["%s: the fastest of %d processes" % (w.name, w.processes) for w in selected if w.processes > 1]
-        if several:
-            f.write("Each run of %s, measurement by measurement (docs/bench.md, \"Microsecond "
-                    "workloads\").\n\n" % "; of ".join(several))
         if kept_names or kept_rounds:
             f.write(resume.describe(a.resume, kept_names, kept_rounds))
         if stopped:

@@ -12,8 +12,6 @@ import tempfile
 import threading
 import time
 
-from . import results
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the default --out: ignored by git (.gitignore), so that a user's runs stay
 # out of the tracked tree; docs/results holds the runs the project keeps
@@ -233,26 +231,9 @@ def run_measured(cmd, env, timeout, cwd, preexec_fn):
     return rc, out, err, (ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024.0)
 
 
-def fastest(docs):
-    """One output for the processes of a run: the first's, each of its
-    measurements the one of fewest seconds among theirs."""
-    best = {}
-    for d in docs:
-        for m in d["measurements"]:
-            k = results.key_of(m)
-            if k not in best or m["seconds"] < best[k]["seconds"]:
-                best[k] = m
-    out = dict(docs[0])
-    out["measurements"] = [best[results.key_of(m)] for m in docs[0]["measurements"]]
-    out["processes"] = len(docs)
-    return out
-
-
 def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None):
-    """Runs one workload once (w.processes processes one after another, each
-    measurement the fastest of theirs); returns the raw run dict (see
-    results.py), with every process's output under "outputs" when there
-    are several.  cpus: run it on these CPUs only (every variant alike)."""
+    """Runs one workload once; returns the raw run dict (see results.py).
+    cpus: run it on these CPUs only (every variant alike)."""
     stats_files_dir = None
     stats_file = None
     if variant == "pinfast":
@@ -262,31 +243,18 @@ def run_one(w, variant, k, build_dir, lib, quick, stats_dir, timeout, cpus=None)
     env = build_env(os.environ, variant, lib, stats_file)
     cmd = command(w, build_dir, quick, variant == "pinned")
     t0 = time.time()
-    docs, cpu_s, rss = [], 0.0, 0.0
-    for _ in range(w.processes):
-        rc, out, err, usage = run_measured(cmd, env, timeout,
-                                           os.path.join(ROOT, "bench", "py") if w.kind == "py" else None,
-                                           (lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
-        cpu_s, rss = cpu_s + (usage[0] or 0.0), max(rss, usage[1] or 0.0)
-        doc = parse_output(out)
-        if rc != 0 or doc is None or "measurements" not in doc:
-            break  # a failed, skipped or silent process ends the run: its answer is the run's
-        docs.append(doc)
+    rc, out, err, usage = run_measured(cmd, env, timeout,
+                                       os.path.join(ROOT, "bench", "py") if w.kind == "py" else None,
+                                       (lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     wall = time.time() - t0
+    doc = parse_output(out)
     if rc == 0 and doc is None:
         err = (err or "") + "\nno JSON line on stdout"
-    several = rc == 0 and len(docs) > 1
-    if several:
-        doc = fastest(docs)
     files = sorted(os.listdir(stats_files_dir)) if stats_files_dir else []
-    run = {"workload": w.name, "variant": variant, "run": k, "rc": rc if doc or rc != 0 else "nojson",
-           "output": doc, "error": err if rc != 0 or doc is None else "", "stderr_tail": (err or "")[-2000:],
-           "wall_s": wall, "cmd": cmd, "cpu_s": cpu_s if usage[0] is not None else None,
-           "maxrss_mb": rss if usage[1] is not None else None,
-           "stats_files": [os.path.join(stats_files_dir, f) for f in files]}
-    if several:
-        run["outputs"] = docs
-    return run
+    return {"workload": w.name, "variant": variant, "run": k, "rc": rc if doc or rc != 0 else "nojson",
+            "output": doc, "error": err if rc != 0 or doc is None else "", "stderr_tail": (err or "")[-2000:],
+            "wall_s": wall, "cmd": cmd, "cpu_s": usage[0], "maxrss_mb": usage[1],
+            "stats_files": [os.path.join(stats_files_dir, f) for f in files]}
 
 
 def machine_name():

@@ -16,10 +16,6 @@ class Workload:
     est_quick_s: float = 3.0      # rough seconds per run, --quick
     target: str = field(default="")  # CMake target and program, defaults to name
     in_quick: bool = False        # one of the workloads --quick runs without --workloads
-    # processes a run starts one after another, each measurement the fastest
-    # of theirs: each process of a microsecond workload runs at one of two
-    # rates, whatever its CPUs (docs/bench.md, "Microsecond workloads")
-    processes: int = 1
 
     def variants(self):
         return ("plain", "pinfast", "pinned") if self.has_pinned else ("plain", "pinfast")
@@ -65,10 +61,9 @@ WORKLOADS = [
     Workload("inference", "cuda", ("--batches", "6", "--reps", "2"), est_s=6, est_quick_s=2),
     Workload("churn", "cuda", ("--iters", "8"), ("--iters", "30"), has_pinned=False,
              est_s=4, est_quick_s=2),
-    Workload("small", "cuda", ("--count", "500", "--reps", "3"), est_s=12, est_quick_s=4.5,
-             in_quick=True, processes=3),
-    Workload("small_shared", "cuda", ("--count", "500", "--reps", "3"), est_s=12, est_quick_s=4.5,
-             processes=3),
+    Workload("small", "cuda", ("--count", "500", "--reps", "3"), est_s=4, est_quick_s=1.5,
+             in_quick=True),
+    Workload("small_shared", "cuda", ("--count", "500", "--reps", "3"), est_s=4, est_quick_s=1.5),
     Workload("readback", "cuda", ("--bytes", "128M"), est_s=8, est_quick_s=2),
     Workload("volume3d", "cuda", ("--volumes", "2", "--reps", "3"), est_s=6, est_quick_s=2),
     Workload("compute", "cuda", ("--launches", "50"), has_pinned=False, est_s=3, est_quick_s=1.5),

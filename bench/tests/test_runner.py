@@ -144,15 +144,6 @@ FAKE = textwrap.dedent('''\
     pinned = "--pinned" in sys.argv
     slow = os.path.basename(sys.argv[0]) == "small"   # pinfast slower here
     t = 0.1 if pinned else (1.3 if slow else 0.5) if pinfast else 1.0
-    modes = os.environ.get("FAKE_MODES")
-    if modes:  # this process's rate: the next of a comma list of factors, one per process
-        with open(modes) as f:
-            factors = f.read().split(",")
-        with open(modes, "w") as f:
-            f.write(",".join(factors[1:]))
-        if factors[0] == "fail":
-            sys.exit("boom")
-        t *= float(factors[0])
     marks = os.environ.get("FAKE_MARKS")
     if marks:  # a variant's first run is 100x slower: a warm-up kept would show
         mark = os.path.join(marks, "pinned" if pinned else "pinfast" if pinfast else "plain")
@@ -259,40 +250,6 @@ class TestEndToEnd(unittest.TestCase):
         self.assertEqual(len(reports), 2)      # one per pinfast run
         with open(reports[0]) as f:
             self.assertIn("transfers", json.load(f))
-
-    def raw_runs(self):
-        raw = [f for f in os.listdir(self.out) if f.endswith("-raw.jsonl")]
-        with open(os.path.join(self.out, raw[0])) as f:
-            return [json.loads(line) for line in f]
-
-    def test_microsecond_workload_takes_its_fastest_process(self):
-        """small starts three processes a run, one after another; each
-        measurement is the fastest of theirs, every process's output kept."""
-        modes = os.path.join(self.tmp.name, "modes")
-        with open(modes, "w") as f:  # plain's three processes, then pinfast's,
-            f.write("2,1,3,3,1.5,3,1,1,1")  # then pinned's
-        p = self.bench("--workloads", "small", "--runs", "1", "--warmup", "0", "--no-fail",
-                       env=dict(os.environ, FAKE_MODES=modes))
-        self.assertEqual(p.returncode, 0, p.stderr)
-        runs = {r["variant"]: r for r in self.raw_runs()}
-        self.assertEqual([o["measurements"][0]["seconds"] for o in runs["plain"]["outputs"]], [2.0, 1.0, 3.0])
-        self.assertEqual(runs["plain"]["output"]["measurements"][0]["seconds"], 1.0)
-        self.assertEqual(runs["plain"]["output"]["processes"], 3)
-        self.assertEqual(runs["pinfast"]["output"]["measurements"][0]["seconds"], 1.3 * 1.5)
-        self.assertEqual(len(runs["pinfast"]["stats_files"]), 3)  # a report per process
-        with open([os.path.join(self.out, f) for f in os.listdir(self.out) if f.endswith(".md")][0]) as f:
-            self.assertIn("Each run of small: the fastest of 3 processes", f.read())
-
-    def test_microsecond_workload_fails_with_any_process(self):
-        modes = os.path.join(self.tmp.name, "modes")
-        with open(modes, "w") as f:
-            f.write("1,fail" + ",1" * 20)
-        p = self.bench("--workloads", "small", "--runs", "1", "--warmup", "0", env=dict(os.environ, FAKE_MODES=modes))
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("small plain run 1/1 FAILED", p.stderr)
-        first = [r for r in self.raw_runs() if r["variant"] == "plain"][0]
-        self.assertEqual(first["rc"], 1)
-        self.assertIsNone(first["output"])
 
     def test_plan_line_before_anything(self):
         """The plan (workloads, runs, estimated time) comes first: --quick
