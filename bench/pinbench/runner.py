@@ -270,11 +270,17 @@ def machine_name():
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "unknown"
 
 
-def git_commit():
+def git_commit(root=ROOT):
+    """The checkout's commit, short, with "-dirty" when a tracked file
+    differs from it (the code measured is not the commit's); "" outside git."""
     try:
-        p = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+        p = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
                            capture_output=True, text=True, timeout=10)
-        return p.stdout.strip() if p.returncode == 0 else ""
+        if p.returncode != 0:
+            return ""
+        d = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, timeout=30)
+        return p.stdout.strip() + ("-dirty" if d.returncode == 0 and d.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
         return ""
 

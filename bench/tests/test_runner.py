@@ -57,6 +57,26 @@ class TestSchedule(unittest.TestCase):
             os.unlink(f.name)
         self.assertEqual(runner.file_digest("/nonexistent/libpinfast.so"), "")
 
+    def test_commit_says_dirty(self):
+        """A tracked file changed since the commit: the results say so."""
+        with tempfile.TemporaryDirectory() as d:
+            git = ["git", "-C", d, "-c", "user.name=t", "-c", "user.email=t@t"]
+            subprocess.run(git + ["init", "-q"], check=True)
+            with open(os.path.join(d, "f"), "w") as f:
+                f.write("a")
+            subprocess.run(git + ["add", "f"], check=True)
+            subprocess.run(git + ["commit", "-qm", "f"], check=True)
+            head = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+            self.assertEqual(runner.git_commit(d), head)
+            with open(os.path.join(d, "new"), "w") as f:  # untracked: not the commit's code either way
+                f.write("b")
+            self.assertEqual(runner.git_commit(d), head)
+            with open(os.path.join(d, "f"), "w") as f:
+                f.write("changed")
+            self.assertEqual(runner.git_commit(d), head + "-dirty")
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(runner.git_commit(d), "")
+
     def test_parse_cpus(self):
         self.assertEqual(runner.parse_cpus("4,5"), {4, 5})
         self.assertEqual(runner.parse_cpus("2-4,7"), {2, 3, 4, 7})
