@@ -4,8 +4,7 @@
  * are dear walks its large copies at a rate that keeps the walks to about
  * 1% of the copies' time, and its estimate of their calls stays within its
  * error, also where walks cost unevenly; with cheap walks every large copy is walked, as before;
- * a thread's run of small copies, untimed, keeps its walks to about 1% of
- * its time too; PINFAST_CALLSITES=1 walks every copy whatever it costs; with the report
+ * PINFAST_CALLSITES=1 walks every copy whatever it costs; with the report
  * off (PINFAST_STATS=off) nothing is walked.  Each case on a thread of its
  * own: what a walk costs is learnt per thread. */
 #include "t.h"
@@ -50,7 +49,6 @@ struct run {
     int copies;
     size_t bytes;
     uint64_t ns;
-    int spin_ns; /* what each copy takes in fact, its time not read (ns 0) */
 };
 
 static double slowest_s; /* the longest pf_callsite_copy of the last run, walk included */
@@ -59,8 +57,6 @@ static void *copier(void *arg) {
     const struct run *r = arg;
     for (int i = 0; i < r->copies; i++) {
         double t0 = t_now();
-        while ((t_now() - t0) * 1e9 < r->spin_ns)
-            ;
         pf_callsite_copy(r->bytes, pf_ns_to_ticks(r->ns));
         double took = t_now() - t0;
         slowest_s = took > slowest_s ? took : slowest_s;
@@ -104,7 +100,7 @@ static int setup(void **state) {
 static void test_dear_walks(void **state) {
     (void)state;
     walk_us = 50;
-    struct run r = {400, COPY_BYTES, COPY_NS, 0};
+    struct run r = {400, COPY_BYTES, COPY_NS};
     double calls;
     int w = run_on_thread(r, &calls);
     print_message("%d of %d copies walked, %.0f calls estimated\n", w, r.copies, calls);
@@ -126,7 +122,7 @@ static void test_uneven_walks(void **state) {
     (void)state;
     walk_us = 60;
     cheap_us = 4;
-    struct run r = {400, COPY_BYTES, COPY_NS, 0};
+    struct run r = {400, COPY_BYTES, COPY_NS};
     double calls;
     int w = run_on_thread(r, &calls);
     cheap_us = 0;
@@ -136,26 +132,6 @@ static void test_uneven_walks(void **state) {
         fail_msg("walks took %.1f%% of the copies' time (%d of %d walked)", 100 * share, w, r.copies);
 }
 
-/* Small asynchronous copies of 2 us back to back, untimed as most are,
- * with walks of 25 us (the unwinder's tables evicted): walked one in N,
- * they would take 5% of the thread's time; they take about 1%, and the
- * calls are estimated within four standard deviations. */
-static void test_small_copies_dear_walks(void **state) {
-    (void)state;
-    walk_us = 25;
-    struct run r = {40000, 4, 0, 2000};
-    double calls, t0 = t_now();
-    int w = run_on_thread(r, &calls);
-    double took = t_now() - t0, share = (double)atomic_load(&walked_ns) * 1e-9 / took;
-    print_message("%d of %d copies walked, %.2f%% of the thread's time, %.0f calls estimated\n", w, r.copies,
-                  100 * share, calls);
-    if (share > 0.02)
-        fail_msg("walks took %.1f%% of the thread's time (%d of %d copies walked)", 100 * share, w, r.copies);
-    double p = (double)(w > 2 ? w - 2 : 1) / r.copies;
-    if (fabs(calls - r.copies) > 4 * sqrt(r.copies * (1 - p) / p) + 2)
-        fail_msg("%.0f calls estimated for %d", calls, r.copies);
-}
-
 /* Walks that cost nothing: every large copy walked, the calls exact.
  * Unless the machine took the CPU from a walk long enough to make it dear
  * (over 1% of a copy): the rate then backs off as it should, and the
@@ -163,7 +139,7 @@ static void test_small_copies_dear_walks(void **state) {
 static void test_cheap_walks(void **state) {
     (void)state;
     walk_us = 0;
-    struct run r = {400, COPY_BYTES, COPY_NS, 0};
+    struct run r = {400, COPY_BYTES, COPY_NS};
     double calls;
     int w = run_on_thread(r, &calls);
     if (slowest_s * 1e9 <= COPY_NS / 100) {
@@ -183,7 +159,7 @@ static void test_every_copy(void **state) {
     (void)state;
     walk_us = 50;
     pf_options_parsed.callsites = 1;
-    struct run r = {100, 4096, 5000, 0};
+    struct run r = {100, 4096, 5000};
     double calls;
     int w = run_on_thread(r, &calls);
     pf_options_parsed.callsites = 256;
@@ -196,7 +172,7 @@ static void test_no_report(void **state) {
     (void)state;
     walk_us = 0;
     pf_options_parsed.stats = PF_STATS_OFF;
-    struct run r = {100, COPY_BYTES, COPY_NS, 0};
+    struct run r = {100, COPY_BYTES, COPY_NS};
     double calls;
     int w = run_on_thread(r, &calls);
     pf_options_parsed.stats = PF_STATS_TEXT;
@@ -207,7 +183,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dear_walks),
         cmocka_unit_test(test_uneven_walks),
-        cmocka_unit_test(test_small_copies_dear_walks),
         cmocka_unit_test(test_cheap_walks),
         cmocka_unit_test(test_every_copy),
         cmocka_unit_test(test_no_report),

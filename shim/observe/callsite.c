@@ -1,29 +1,24 @@
-/* A copy is walked with probability p = max(q, min(max(bytes/4 MiB, t/1 ms),
- * t/(SHARE w))), at most 1, and then counts 1/p times its calls, bytes and
- * time: an unbiased (Horvitz-Thompson) estimate whose error per site is
- * bounded in docs/report.md.  w is what a walk costs the thread now, t the
- * copy's time, and q = theta/N the base rate (N = PINFAST_CALLSITES),
- * theta = min(1, e/(SHARE w)) with e the thread's time since the base rate
- * last came up.  A walk (glibc backtrace) costs ~0.2 us per frame with warm
- * caches, so small copies are sampled and long or large ones are walked;
- * but once the program's own memory traffic has evicted the unwinder's
- * tables a walk takes 15-40 us: 2-6% of a 32 MB copy, and 1 in N of a
- * thread's 1-2 us asynchronous copies would bear 4-12% of their time.  So
- * no copy bears more than 1/SHARE of its time in walks on average (the t
- * term), nor a thread's run of small copies, whose times are not read
- * (theta).  w is the mean of the thread's last WALKS_KEPT timed walks (its
- * first, which pays one-time costs, is not timed): what a copy bears on
- * average is p times the mean, and the cost of walks varies, a cheap one
- * (caches still warm) among dear ones.  One walk slowed by preemption
- * lowers the rate for the next few walks only.  Every rate is set before
- * the draw that uses it, from what came before: the estimate stays
+/* A copy is walked with probability p = max(1/N, min(max(bytes/4 MiB,
+ * t/1 ms), t/(SHARE w))), at most 1 (N = PINFAST_CALLSITES, w what a walk
+ * costs the thread now), and then counts 1/p times its calls, bytes and time: an
+ * unbiased (Horvitz-Thompson) estimate whose error per site is bounded in
+ * docs/report.md.  A walk (glibc backtrace) costs ~0.2 us per frame with
+ * warm caches, so small copies are sampled and long or large ones are
+ * walked; but once the program's own memory traffic has evicted the
+ * unwinder's tables a walk takes 15-40 us, 2-6% of a 32 MB copy, so a
+ * copy is never made to bear more than 1/SHARE of its time in walks on
+ * average.  w is the mean of the thread's last WALKS_KEPT timed walks
+ * (its first, which pays one-time costs, is not timed): what a copy bears
+ * on average is p times the mean, and the cost of walks varies, a cheap
+ * one (caches still warm) among dear ones.  One walk slowed by preemption
+ * lowers the rate for the next few walks only; the estimate stays
  * unbiased.
  *
  * The draw is split in two so that a small copy costs a decrement: each
- * thread counts down to its next copy drawn at 1/N (the gaps of
- * independent 1/N draws are geometric), which is walked with probability
- * theta (q in all); a copy large or long enough that p > q, when not
- * walked so, is walked with probability (p - q) / (1 - q): p in all.
+ * thread counts down to its next copy walked at the base rate 1/N (the gaps
+ * of independent 1/N draws are geometric), and a copy large or long enough
+ * that p > 1/N, when not walked so, is walked with probability
+ * (p - 1/N) / (1 - 1/N): p in all.
  *
  * Sites live in a fixed open-addressed table keyed by a hash of the first
  * FRAMES return addresses outside pinfast: claimed with one compare-and-swap,
@@ -72,10 +67,9 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned threads;
 
 __thread struct pf_callsite_countdown pf_callsite_countdown;
-/* Per thread: the random draws, ALWAYS_NS in ticks, the walks made, the
- * last timed ones' costs in ticks (0: none yet), and when the countdown
- * last ended (pf_ticks; 0: not yet). */
-static __thread uint64_t rng, always_ticks, walks, walk_cost[WALKS_KEPT], counted_down;
+/* Per thread: the random draws, ALWAYS_NS in ticks, the walks made and
+ * the last timed ones' costs in ticks (0: none yet). */
+static __thread uint64_t rng, always_ticks, walks, walk_cost[WALKS_KEPT];
 
 static int find_own(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size, (void)data;
@@ -202,19 +196,13 @@ void pf_callsite_sample(size_t bytes, uint64_t ticks) {
     int base = --c->left == 0;
     if (base)
         c->left = gap(n);
-    double w = (double)walk_ticks(), theta = 1;
-    uint64_t now = n > 1 && w ? pf_ticks() : 0;
-    if (now && counted_down && (double)(now - counted_down) < SHARE * w)
-        theta = (double)(now - counted_down) / (SHARE * w);
-    if (base)
-        counted_down = now;
-    double q = theta / n, big = (double)bytes / ALWAYS_BYTES;
+    double q = 1.0 / n, big = (double)bytes / ALWAYS_BYTES, w = (double)walk_ticks();
     if ((double)ticks / (double)always_ticks > big)
         big = (double)ticks / (double)always_ticks;
     if (w && big > (double)ticks / (SHARE * w))
         big = (double)ticks / (SHARE * w);
     double p = big > 1 ? 1 : big > q ? big : q;
-    if ((base && (theta >= 1 || uniform() < theta)) || (p > q && uniform() < (p - q) / (1 - q)))
+    if (base || (p > q && uniform() < (p - q) / (1 - q)))
         walk(p, bytes, ticks);
 }
 

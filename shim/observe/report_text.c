@@ -38,8 +38,8 @@ static void callsites_text(struct pf_out *o) {
     int n = pf_callsite_collect(pf_sites, PF_CALLSITE_MAX, &rest);
     for (int pass = 0; pass < 2 && n; pass++) {
         qsort(pf_sites, (size_t)n, sizeof *pf_sites, pass ? pf_sites_by_time : pf_sites_by_bytes);
-        pf_put(o, "pinfast: where from, by %s (~: estimated from at most 1 in %d small copies):\n",
-               pass ? "time" : "bytes", pf_options()->callsites);
+        pf_put(o, "pinfast: where from, by %s (~: estimated from 1 in %d small copies):\n", pass ? "time" : "bytes",
+               pf_options()->callsites);
         pf_put(o, "pinfast:  %14s %11s %10s  %s\n", "bytes", "seconds", "calls", "site");
         for (int i = 0; i < n && i < TOP_SITES; i++) {
             const struct pf_site *s = &pf_sites[i];
