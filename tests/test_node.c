@@ -2,7 +2,7 @@
  * A launcher that starts several ranks on a node says how many
  * (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS,
  * MV2_COMM_WORLD_LOCAL_SIZE, SLURM_STEP_TASKS_PER_NODE); each rank's default
- * pool is then the usual rule (3 of 4 CPUs, at most 16 a context) over
+ * pool is then the usual rule (3 of 4 CPUs leaving 2 at least, at most 16 a context) over
  * CPUs / ranks, not over every CPU.  Each case runs a child (this binary in
  * "copy" mode: one staged round trip; "fresh": then a D2H into 256 MiB never
  * touched, for which the pool grows to a thread per CPU of the share) with
@@ -136,6 +136,16 @@ static void test_alone(void **s)
     run_case("copy", 64, NULL, 16, "staging threads: 16 for 1 context(s), 3 of 4 of the 64 CPUs", 0);
 }
 
+/* 4 CPUs (a container's, or `taskset -c 4-7`): 2 threads, the caller's
+ * CPU and one more left to the rest of the process; 2 CPUs: 1 */
+static void test_few_cpus(void **s)
+{
+    (void)s;
+    run_case("copy", 4, NULL, 2, "staging threads: 2 for 1 context(s), 3 of 4 of the 4 CPUs", 0);
+    run_case("copy", 2, NULL, 1, "staging threads: 1 for 1 context(s), 3 of 4 of the 2 CPUs", 0);
+    run_case("copy", 8, NULL, 6, "staging threads: 6 for 1 context(s), 3 of 4 of the 8 CPUs", 0);
+}
+
 /* torchrun's 4 ranks on 64 CPUs: 16 each, 12 threads */
 static void test_torchrun(void **s)
 {
@@ -143,7 +153,7 @@ static void test_torchrun(void **s)
     const char *set[] = {"LOCAL_WORLD_SIZE=4", "RANK=1", NULL};
     run_case("copy", 64, set, 12,
              "staging threads: 12 for 1 context(s), 3 of 4 of this process's share of the node's "
-             "CPUs, at most 16 a context: LOCAL_WORLD_SIZE=4 ranks on this node share 64 CPUs, "
+             "CPUs leaving 2 at least, at most 16 a context: LOCAL_WORLD_SIZE=4 ranks on this node share 64 CPUs, "
              "16 each (this one may run on 64)", 0);
 }
 
@@ -226,6 +236,7 @@ int main(int argc, char **argv)
     t_seed();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alone),
+        cmocka_unit_test(test_few_cpus),
         cmocka_unit_test(test_torchrun),
         cmocka_unit_test(test_openmpi),
         cmocka_unit_test(test_bound_ranks),

@@ -127,12 +127,15 @@ static int share_cpus(void) {
  * most 16 per context.  12 of 16 CPUs moved the most on the H100 machine
  * (engine sweep in docs/results); past that, threads only contend for
  * memory.  A second GPU's copies get workers of their own, CPUs allowing.
- * The CPUs are this process's share of its node's (node_decide). */
+ * The CPUs are this process's share of its node's (node_decide).  On a few
+ * CPUs, two are left to the others: the caller polls beside the workers,
+ * and the registrar and the program's own threads need one, or a block's
+ * registration waits while its copies are staged (docs/options.md). */
 static int wanted(int contexts) {
     int n = pf_options()->threads;
     if (n)
         return n > PF_MAX_WORKERS ? PF_MAX_WORKERS : n;
-    int most = share_cpus() * 3 / 4, per = most > 16 ? 16 : most;
+    int cpus = share_cpus(), most = cpus * 3 / 4 < cpus - 2 ? cpus * 3 / 4 : cpus - 2, per = most > 16 ? 16 : most;
     n = per * (contexts > 1 ? contexts : 1);
     if (n > most)
         n = most;
@@ -189,13 +192,13 @@ static void tell(int want, int contexts) {
     } else if (node.local > 1) {
         pf_msg(PF_DEBUG,
                "staging threads: %d for %d context(s), 3 of 4 of this process's share "
-               "of the node's CPUs, at most 16 a context: %s=%d ranks on this node share %d "
+               "of the node's CPUs leaving 2 at least, at most 16 a context: %s=%d ranks on this node share %d "
                "CPUs, %d each (this one may run on %d)",
                want, contexts, node.var, node.local, node.node, node.share, node.cpus);
     } else {
         pf_msg(PF_DEBUG,
                "staging threads: %d for %d context(s), 3 of 4 of the %d CPUs this "
-               "process may run on, at most 16 a context (no launcher's ranks per node)",
+               "process may run on leaving 2 at least, at most 16 a context (no launcher's ranks per node)",
                want, contexts, node.cpus);
     }
 }
