@@ -4,6 +4,7 @@
  * are poisoned and the guard bytes around them checked. */
 #define _GNU_SOURCE
 #include "t.h"
+#include "base/cpu_quota.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -331,7 +332,9 @@ static void test_fresh_large(void **s)
     fresh_round((256u << 20) + t_rand_range(0, 4u << 20), (int)(t_rand() & 1), 1, &heap_on);
     cpu_set_t set;
     assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
-    int cpus = CPU_COUNT(&set) > 64 ? 64 : CPU_COUNT(&set), after = pool_threads();
+    int cpus = CPU_COUNT(&set), quota = pf_cpu_quota(), after = pool_threads();
+    cpus = quota && quota < cpus ? quota : cpus;
+    cpus = cpus > 64 ? 64 : cpus;
     const char *fixed = getenv("PINFAST_THREADS");
     if (!heap_on || !thp_madvise())
         assert_int_equal(after, before);

@@ -11,6 +11,7 @@
 #include "t.h"
 #include "report.h"
 #include "spawn.h"
+#include "base/cpu_quota.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -264,12 +265,13 @@ static long calls(const struct report *r, const char *direction, const char *mem
 }
 
 /* The pool pinfast should start with NDEV contexts staging and no
- * PINFAST_THREADS: 16 per context, at most three of four CPUs leaving two
- * at least (at least 1). */
+ * PINFAST_THREADS: 16 per context, at most three of four CPUs (the CPU
+ * quota's, where it allows fewer) leaving two at least (at least 1). */
 static int default_threads(void)
 {
     cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1, quota = pf_cpu_quota();
+    cpus = quota && quota < cpus ? quota : cpus;
     int most = cpus * 3 / 4 < cpus - 2 ? cpus * 3 / 4 : cpus - 2, n = (most < 16 ? most : 16) * NDEV;
     n = n < most ? n : most;
     return n > 0 ? n : 1;

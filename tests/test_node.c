@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MiB ((size_t)1 << 20)
 #define FRESH_BEFORE 12 /* test_fresh_share's pool before the fresh D2H */
@@ -86,16 +87,21 @@ static void run_case(const char *mode, int cpus, const char *const *set, int thr
                      const char *line, int warnings)
 {
     static int k;
-    char file[300], stats[320], errf[300], ncpus[32];
+    char file[300], stats[320], errf[300], ncpus[32], cgroups[340];
     snprintf(file, sizeof file, "%s/r-%d.json", sp_dir, k);
     snprintf(errf, sizeof errf, "%s/r-%d.err", sp_dir, k++);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", file);
     snprintf(ncpus, sizeof ncpus, "PFT_CPUS=%d", cpus);
+    /* no CPU quota, whatever the runner's, unless the case sets one */
+    snprintf(cgroups, sizeof cgroups, "PFT_CGROUP_ROOT=%s/no-quota", sp_dir);
     const char *env[16] = {"PINFAST_STATS=json", stats, "PINFAST_LOG=debug", "PINFAST_MIN_SIZE=0",
-                           ncpus};
-    int n = 5;
+                           ncpus, cgroups};
+    int n = 6;
     for (int i = 0; set && set[i] && n < 15; i++)
-        env[n++] = set[i];
+        if (!strncmp(set[i], "PFT_CGROUP_ROOT=", 16))
+            env[5] = set[i];
+        else
+            env[n++] = set[i];
     env[n] = NULL;
     char *argv[] = {"test_node", (char *)mode, NULL};
     int rc = sp_run(argv, t_pinfast(), env, "/dev/null", errf, 120, NULL);
@@ -144,6 +150,62 @@ static void test_few_cpus(void **s)
     run_case("copy", 4, NULL, 2, "staging threads: 2 for 1 context(s), 3 of 4 of the 4 CPUs", 0);
     run_case("copy", 2, NULL, 1, "staging threads: 1 for 1 context(s), 3 of 4 of the 2 CPUs", 0);
     run_case("copy", 8, NULL, 6, "staging threads: 6 for 1 context(s), 3 of 4 of the 8 CPUs", 0);
+}
+
+/* Writes `text` into root/rel, making its folders. */
+static void put(const char *root, const char *rel, const char *text)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *slash = strchr(path + strlen(sp_dir) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        *slash = 0;
+        mkdir(path, 0700);
+        *slash = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A container's CPU quota, which the CPUs it may run on (64) do not show:
+ * the pool is the quota's share.  cgroup v2, the pod's 4 CPUs above the
+ * container's "max": 2 threads; v1 as docker without a cgroup namespace
+ * shows it (the host's path, the files at the mount's root), 2.5 CPUs
+ * counting 3: 1; torchrun's 2 ranks under a quota of 8 CPUs: 4 each, 2;
+ * "max" everywhere: no quota, 16. */
+static void test_cpu_quota(void **s)
+{
+    (void)s;
+    char root[400], env[460];
+    const char *set[] = {env, NULL};
+    snprintf(root, sizeof root, "%s/v2", sp_dir);
+    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
+    put(root, "proc/self/cgroup", "0::/pod/ctr\n");
+    put(root, "sys/fs/cgroup/pod/ctr/cpu.max", "max 100000\n");
+    put(root, "sys/fs/cgroup/pod/cpu.max", "400000 100000\n");
+    put(root, "sys/fs/cgroup/cpu.max", "max 100000\n");
+    run_case("copy", 64, set, 2, "staging threads: 2 for 1 context(s), 3 of 4 of the 4 CPUs this process may run on (its CPU quota)", 0);
+
+    snprintf(root, sizeof root, "%s/v1", sp_dir);
+    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
+    put(root, "proc/self/cgroup", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n");
+    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "250000\n");
+    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    run_case("copy", 64, set, 1, "3 of 4 of the 3 CPUs this process may run on (its CPU quota)", 0);
+
+    snprintf(root, sizeof root, "%s/ranks", sp_dir);
+    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
+    put(root, "proc/self/cgroup", "0::/\n");
+    put(root, "sys/fs/cgroup/cpu.max", "800000 100000\n");
+    const char *ranks[] = {env, "LOCAL_WORLD_SIZE=2", "PFT_PARENT_CPUS=64", NULL};
+    run_case("copy", 64, ranks, 2, "LOCAL_WORLD_SIZE=2 ranks on this node share 8 CPUs, 4 each (this one may run on 8, its CPU quota)", 0);
+
+    snprintf(root, sizeof root, "%s/max", sp_dir);
+    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
+    put(root, "proc/self/cgroup", "0::/pod\n");
+    put(root, "sys/fs/cgroup/pod/cpu.max", "max 100000\n");
+    run_case("copy", 64, set, 16, "3 of 4 of the 64 CPUs this process may run on leaving", 0);
 }
 
 /* torchrun's 4 ranks on 64 CPUs: 16 each, 12 threads */
@@ -237,6 +299,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alone),
         cmocka_unit_test(test_few_cpus),
+        cmocka_unit_test(test_cpu_quota),
         cmocka_unit_test(test_torchrun),
         cmocka_unit_test(test_openmpi),
         cmocka_unit_test(test_bound_ranks),

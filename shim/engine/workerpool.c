@@ -4,6 +4,7 @@
  * started several ranks on this node, among those ranks. */
 #include "workers.h"
 #include "staging_processes.h"
+#include "../base/cpu_quota.h"
 #include "../base/message.h"
 #include "../base/options.h"
 #include "../base/signals.h"
@@ -80,6 +81,7 @@ static struct {
     int local;       /* ranks on this node (1: no launcher said more) */
     const char *var; /* the variable that said so */
     int cpus;        /* CPUs this process may run on */
+    int quota;       /* its cgroup's CPU quota, CPUs (0: none) */
     int node;        /* CPUs the node's ranks share */
     int share;       /* this process's share: the pool's rule counts these */
 } node;
@@ -89,10 +91,16 @@ static pthread_once_t node_once = PTHREAD_ONCE_INIT;
  * unbound (torchrun) each see every CPU: each gets CPUs / ranks.  Ranks it
  * bound (mpirun's default) see their own; their parent, the launcher's
  * daemon, sees the node's: a rank takes the smaller of its own CPUs and the
- * node's divided among the ranks, so a binding is not divided twice. */
+ * node's divided among the ranks, so a binding is not divided twice.  A
+ * CPU quota binds the process and, its cgroup's, the launcher and its
+ * ranks alike: no more CPUs than it allows count, for either. */
 static void node_decide(void) {
     static int warned;
-    node.cpus = node.node = node.share = available_cpus();
+    node.quota = pf_cpu_quota();
+    node.cpus = available_cpus();
+    if (node.quota && node.quota < node.cpus)
+        node.cpus = node.quota;
+    node.node = node.share = node.cpus;
     node.local = 1;
     for (size_t i = 0; i < sizeof local_size_vars / sizeof local_size_vars[0]; i++) {
         const char *v = getenv(local_size_vars[i]), *end = "";
@@ -113,6 +121,8 @@ static void node_decide(void) {
     if (node.local < 2)
         return;
     int parent = cpus_of(getppid());
+    if (node.quota && node.quota < parent)
+        parent = node.quota;
     node.node = parent > node.cpus ? parent : node.cpus;
     int share = node.node / node.local;
     node.share = share < 1 ? 1 : share > node.cpus ? node.cpus : share;
@@ -193,13 +203,14 @@ static void tell(int want, int contexts) {
         pf_msg(PF_DEBUG,
                "staging threads: %d for %d context(s), 3 of 4 of this process's share "
                "of the node's CPUs leaving 2 at least, at most 16 a context: %s=%d ranks on this node share %d "
-               "CPUs, %d each (this one may run on %d)",
-               want, contexts, node.var, node.local, node.node, node.share, node.cpus);
+               "CPUs, %d each (this one may run on %d%s)",
+               want, contexts, node.var, node.local, node.node, node.share, node.cpus,
+               node.quota && node.quota == node.cpus ? ", its CPU quota" : "");
     } else {
         pf_msg(PF_DEBUG,
                "staging threads: %d for %d context(s), 3 of 4 of the %d CPUs this "
-               "process may run on leaving 2 at least, at most 16 a context (no launcher's ranks per node)",
-               want, contexts, node.cpus);
+               "process may run on%s leaving 2 at least, at most 16 a context (no launcher's ranks per node)",
+               want, contexts, node.cpus, node.quota && node.quota == node.cpus ? " (its CPU quota)" : "");
     }
 }
 

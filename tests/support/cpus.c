@@ -3,11 +3,16 @@
  * PFT_CPUS=n answers that this process may run on CPUs 0..n-1, and
  * PFT_PARENT_CPUS=m that another process (its parent: a launcher's daemon)
  * may run on m (PFT_CPUS when unset); every other caller, and pinfast when
- * they are unset, get the real answer.  Linked into test_node, which
- * exports it. */
+ * they are unset, get the real answer.  And open as pinfast sees it: with
+ * PFT_CGROUP_ROOT=dir, pinfast's opens of /proc/self/cgroup and of files
+ * under /sys/fs/cgroup open dir's copies of them (a CPU quota of the
+ * test's, or none).  Linked into test_node, which exports both. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,4 +43,28 @@ int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set) {
         __atomic_store_n(&real, f, __ATOMIC_RELEASE);
     }
     return f(pid, size, set);
+}
+
+typedef int (*open_fn)(const char *, int, ...);
+
+int open(const char *path, int flags, ...) {
+    int mode = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = va_arg(ap, int);
+        va_end(ap);
+    }
+    const char *root = getenv("PFT_CGROUP_ROOT");
+    char moved[4096];
+    if (root && *root && (!strcmp(path, "/proc/self/cgroup") || !strncmp(path, "/sys/fs/cgroup/", 15)) &&
+        from_pinfast(__builtin_return_address(0)) && snprintf(moved, sizeof moved, "%s%s", root, path) < (int)sizeof moved)
+        path = moved;
+    static open_fn real;
+    open_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = (open_fn)dlsym(RTLD_NEXT, "open");
+        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
+    }
+    return f(path, flags, mode);
 }
