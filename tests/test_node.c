@@ -169,43 +169,54 @@ static void put(const char *root, const char *rel, const char *text)
 }
 
 /* A container's CPU quota, which the CPUs it may run on (64) do not show:
- * the pool is the quota's share.  cgroup v2, the pod's 4 CPUs above the
- * container's "max": 2 threads; v1 as docker without a cgroup namespace
- * shows it (the host's path, the files at the mount's root), 2.5 CPUs
- * counting 3: 1; torchrun's 2 ranks under a quota of 8 CPUs: 4 each, 2;
- * "max" everywhere: no quota, 16. */
+ * the pool is the quota's share.  Each case's files go under sp_dir/name,
+ * relative path then text. */
+struct quota_case {
+    const char *name, *files[8], *launcher;
+    int threads;
+    const char *line;
+};
+
+static const struct quota_case quota_cases[] = {
+    /* cgroup v2, the pod's 4 CPUs above the container's "max" */
+    {"v2",
+     {"proc/self/cgroup", "0::/pod/ctr\n", "sys/fs/cgroup/pod/ctr/cpu.max", "max 100000\n", "sys/fs/cgroup/pod/cpu.max",
+      "400000 100000\n", "sys/fs/cgroup/cpu.max", "max 100000\n"},
+     NULL, 2, "staging threads: 2 for 1 context(s), 3 of 4 of the 4 CPUs this process may run on (its CPU quota)"},
+    /* v1 as docker without a cgroup namespace shows it: the host's path,
+     * the files at the mount's root; 2.5 CPUs count 3 */
+    {"v1",
+     {"proc/self/cgroup", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n",
+      "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "250000\n", "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us",
+      "100000\n"},
+     NULL, 1, "3 of 4 of the 3 CPUs this process may run on (its CPU quota)"},
+    /* torchrun's 2 ranks under a quota of 8 CPUs: 4 each */
+    {"ranks",
+     {"proc/self/cgroup", "0::/\n", "sys/fs/cgroup/cpu.max", "800000 100000\n"},
+     "LOCAL_WORLD_SIZE=2",
+     2,
+     "LOCAL_WORLD_SIZE=2 ranks on this node share 8 CPUs, 4 each (this one may run on 8, its CPU quota)"},
+    /* "max": no quota */
+    {"max",
+     {"proc/self/cgroup", "0::/pod\n", "sys/fs/cgroup/pod/cpu.max", "max 100000\n"},
+     NULL,
+     16,
+     "3 of 4 of the 64 CPUs this process may run on leaving"},
+};
+
 static void test_cpu_quota(void **s)
 {
     (void)s;
-    char root[400], env[460];
-    const char *set[] = {env, NULL};
-    snprintf(root, sizeof root, "%s/v2", sp_dir);
-    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
-    put(root, "proc/self/cgroup", "0::/pod/ctr\n");
-    put(root, "sys/fs/cgroup/pod/ctr/cpu.max", "max 100000\n");
-    put(root, "sys/fs/cgroup/pod/cpu.max", "400000 100000\n");
-    put(root, "sys/fs/cgroup/cpu.max", "max 100000\n");
-    run_case("copy", 64, set, 2, "staging threads: 2 for 1 context(s), 3 of 4 of the 4 CPUs this process may run on (its CPU quota)", 0);
-
-    snprintf(root, sizeof root, "%s/v1", sp_dir);
-    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
-    put(root, "proc/self/cgroup", "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n");
-    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "250000\n");
-    put(root, "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-    run_case("copy", 64, set, 1, "3 of 4 of the 3 CPUs this process may run on (its CPU quota)", 0);
-
-    snprintf(root, sizeof root, "%s/ranks", sp_dir);
-    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
-    put(root, "proc/self/cgroup", "0::/\n");
-    put(root, "sys/fs/cgroup/cpu.max", "800000 100000\n");
-    const char *ranks[] = {env, "LOCAL_WORLD_SIZE=2", "PFT_PARENT_CPUS=64", NULL};
-    run_case("copy", 64, ranks, 2, "LOCAL_WORLD_SIZE=2 ranks on this node share 8 CPUs, 4 each (this one may run on 8, its CPU quota)", 0);
-
-    snprintf(root, sizeof root, "%s/max", sp_dir);
-    snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
-    put(root, "proc/self/cgroup", "0::/pod\n");
-    put(root, "sys/fs/cgroup/pod/cpu.max", "max 100000\n");
-    run_case("copy", 64, set, 16, "3 of 4 of the 64 CPUs this process may run on leaving", 0);
+    for (size_t i = 0; i < sizeof quota_cases / sizeof quota_cases[0]; i++) {
+        const struct quota_case *c = &quota_cases[i];
+        char root[400], env[460];
+        snprintf(root, sizeof root, "%s/%s", sp_dir, c->name);
+        snprintf(env, sizeof env, "PFT_CGROUP_ROOT=%s", root);
+        for (int f = 0; f < 8 && c->files[f]; f += 2)
+            put(root, c->files[f], c->files[f + 1]);
+        const char *set[] = {env, "PFT_PARENT_CPUS=64", c->launcher, NULL};
+        run_case("copy", 64, set, c->threads, c->line, 0);
+    }
 }
 
 /* torchrun's 4 ranks on 64 CPUs: 16 each, 12 threads */

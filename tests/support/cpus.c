@@ -24,6 +24,16 @@ static int from_pinfast(const void *ret) {
     return dladdr(ret, &info) && info.dli_fname && strstr(info.dli_fname, "libpinfast");
 }
 
+/* libc's own `name`, looked up once into *cache */
+static void *next(const char *name, void **cache) {
+    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
 int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set) {
     int self = pid == 0 || pid == getpid();
     const char *v = self ? NULL : getenv("PFT_PARENT_CPUS");
@@ -36,13 +46,8 @@ int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *set) {
             CPU_SET_S(i, size, set);
         return 0;
     }
-    static affinity_fn real;
-    affinity_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = (affinity_fn)dlsym(RTLD_NEXT, "sched_getaffinity");
-        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
-    }
-    return f(pid, size, set);
+    static void *real;
+    return ((affinity_fn)next("sched_getaffinity", &real))(pid, size, set);
 }
 
 typedef int (*open_fn)(const char *, int, ...);
@@ -60,11 +65,6 @@ int open(const char *path, int flags, ...) {
     if (root && *root && (!strcmp(path, "/proc/self/cgroup") || !strncmp(path, "/sys/fs/cgroup/", 15)) &&
         from_pinfast(__builtin_return_address(0)) && snprintf(moved, sizeof moved, "%s%s", root, path) < (int)sizeof moved)
         path = moved;
-    static open_fn real;
-    open_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-    if (!f) {
-        f = (open_fn)dlsym(RTLD_NEXT, "open");
-        __atomic_store_n(&real, f, __ATOMIC_RELEASE);
-    }
-    return f(path, flags, mode);
+    static void *real;
+    return ((open_fn)next("open", &real))(path, flags, mode);
 }
