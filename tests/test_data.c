@@ -332,8 +332,7 @@ static void test_fresh_large(void **s)
     fresh_round((256u << 20) + t_rand_range(0, 4u << 20), (int)(t_rand() & 1), 1, &heap_on);
     cpu_set_t set;
     assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
-    int cpus = CPU_COUNT(&set), quota = pf_cpu_quota(), after = pool_threads();
-    cpus = quota && quota < cpus ? quota : cpus;
+    int cpus = pf_cpus_within(CPU_COUNT(&set), pf_cpu_quota()), after = pool_threads();
     cpus = cpus > 64 ? 64 : cpus;
     const char *fixed = getenv("PINFAST_THREADS");
     if (!heap_on || !thp_madvise())

@@ -270,8 +270,7 @@ static long calls(const struct report *r, const char *direction, const char *mem
 static int default_threads(void)
 {
     cpu_set_t set;
-    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1, quota = pf_cpu_quota();
-    cpus = quota && quota < cpus ? quota : cpus;
+    int cpus = pf_cpus_within(sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1, pf_cpu_quota());
     int most = cpus * 3 / 4 < cpus - 2 ? cpus * 3 / 4 : cpus - 2, n = (most < 16 ? most : 16) * NDEV;
     n = n < most ? n : most;
     return n > 0 ? n : 1;

@@ -112,7 +112,7 @@ int pf_cpu_quota(void) {
             snprintf(mounts[0], sizeof mounts[0], CGROUP_ROOT "/%.*s", (int)clen, controllers);
             snprintf(mounts[1], sizeof mounts[1], "%s", CGROUP_ROOT "/cpu");
         }
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < 2 && (!m || strcmp(mounts[0], mounts[1])); m++) {
             char path[PATH_MAX_];
             snprintf(path, sizeof path, "%s", c2 + 1);
             double q = least_up(mounts[m], path, v2);

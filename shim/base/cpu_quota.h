@@ -9,4 +9,7 @@
  * rounded up (at least 1); 0: no quota, or none readable. */
 int pf_cpu_quota(void);
 
+/* `cpus` held to a quota of pf_cpu_quota's (0: none). */
+static inline int pf_cpus_within(int cpus, int quota) { return quota && quota < cpus ? quota : cpus; }
+
 #endif

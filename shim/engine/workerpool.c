@@ -97,10 +97,7 @@ static pthread_once_t node_once = PTHREAD_ONCE_INIT;
 static void node_decide(void) {
     static int warned;
     node.quota = pf_cpu_quota();
-    node.cpus = available_cpus();
-    if (node.quota && node.quota < node.cpus)
-        node.cpus = node.quota;
-    node.node = node.share = node.cpus;
+    node.cpus = node.node = node.share = pf_cpus_within(available_cpus(), node.quota);
     node.local = 1;
     for (size_t i = 0; i < sizeof local_size_vars / sizeof local_size_vars[0]; i++) {
         const char *v = getenv(local_size_vars[i]), *end = "";
@@ -120,9 +117,7 @@ static void node_decide(void) {
     }
     if (node.local < 2)
         return;
-    int parent = cpus_of(getppid());
-    if (node.quota && node.quota < parent)
-        parent = node.quota;
+    int parent = pf_cpus_within(cpus_of(getppid()), node.quota);
     node.node = parent > node.cpus ? parent : node.cpus;
     int share = node.node / node.local;
     node.share = share < 1 ? 1 : share > node.cpus ? node.cpus : share;
