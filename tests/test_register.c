@@ -1192,6 +1192,32 @@ static void test_small_copies_beside_ask_nothing(void **s)
     free(r);
 }
 
+/* A copy through a registration asks the driver nothing of its host side
+ * (the registration answers it: the program's pageable memory) nor of the
+ * current context for the registrar (the block is registered): with the
+ * caches cold, as between a program's large copies, each question costs
+ * 2-3 us.  What is left: the device side's pointer attributes, and the
+ * stream's context. */
+static void test_registered_copies_ask_little(void **s)
+{
+    (void)s;
+    uint64_t salt;
+    unsigned char *r = registered_block(BLK, &salt);
+    unsigned long attrs = fake_calls("cuPointerGetAttributes"), current = fake_calls("cuCtxGetCurrent");
+    for (int i = 0; i < 8; i++)
+        CK(D.MemcpyHtoD(dev, r, BLK));
+    attrs = fake_calls("cuPointerGetAttributes") - attrs;
+    current = fake_calls("cuCtxGetCurrent") - current;
+    t_poison(pinned, BLK);
+    CK(D.MemcpyDtoH(pinned, dev, BLK));
+    t_expect_fill(pinned, BLK, salt, "a synchronous H2D through a registration");
+    if (heap() && (attrs > 8 || current > 8))
+        fail_msg("8 copies through a registration asked the driver %lu pointer attributes and %lu current contexts, "
+                 "8 of each at most",
+                 attrs, current);
+    free(r);
+}
+
 static void test_passed_through(void **s)
 {
     (void)s;
@@ -1633,6 +1659,7 @@ int main(int argc, char **argv)
         CASE(test_own_registration_overrun),
         CASE(test_small_async_beside),
         CASE(test_small_copies_beside_ask_nothing),
+        CASE(test_registered_copies_ask_little),
         CASE(test_passed_through),
         CASE(test_threads),
         CASE(test_exit),

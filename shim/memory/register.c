@@ -197,12 +197,18 @@ int pf_register_use(const void *host, size_t n, size_t first, size_t *busy, stru
     h->n = 0;
     if (!n || !pf_heap_owns(host) || (!sight && !pf_register_watching()))
         return 0;
-    CUcontext ctx = NULL; /* asked before the lock: no driver call under it */
-    if (sight && PF_CALL(cuCtxGetCurrent, &ctx) != CUDA_SUCCESS)
-        ctx = NULL;
+    /* the context a sighting registers in: asked outside the lock (no driver
+     * call under it), of a block not registered only */
+    CUcontext ctx = NULL;
     int start = 0, k = 0;
     pf_heap_lock();
     struct pf_block *b = pf_reg_block_of(host, n);
+    if (sight && b && b->reg == PF_REG_NONE) {
+        pf_heap_unlock();
+        ctx = PF_CALL(cuCtxGetCurrent, &ctx) == CUDA_SUCCESS ? ctx : NULL;
+        pf_heap_lock();
+        b = pf_reg_block_of(host, n);
+    }
     if (b && pf_reg_covers(b, host, n)) {
         k = hold(b, n, h);
     } else if (b && (b->reg == PF_REG_DUE || b->reg == PF_REG_MAKING ||
