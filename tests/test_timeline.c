@@ -10,7 +10,9 @@
  * copy routine follows the auto rules (H2D streaming below 128 MiB, D2H
  * from 64 MiB), and an H2D with streaming stores from 32 MiB fills at most
  * four chunks at once, in three tasks each, and has at most five chunks
- * taken and not seen through their DMA. */
+ * taken and not seen through their DMA; and a D2H of 8 MiB or more into a
+ * mapping never touched has it faulted in ahead, in pieces, where no copy
+ * into memory already touched has anything faulted in ahead. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -24,9 +26,11 @@
 #define STR(x) #x
 #define XSTR(x) STR(x)
 #define MAX_CHUNKS 24 /* the log details this many chunks of a copy */
+#define FRESH_AHEAD_FROM ((size_t)8 << 20) /* shim/engine/staging.h */
 
-/* An H2D then a D2H of n bytes, checked, staged. */
-static int round_trip(size_t n)
+/* An H2D then a D2H of n bytes, checked, staged; with `fresh`, then a D2H
+ * into a mapping never touched, checked. */
+static int round_trip(size_t n, int fresh)
 {
     unsigned char *h = t_map(n), *o = t_map(n);
     CUdeviceptr d;
@@ -35,9 +39,14 @@ static int round_trip(size_t n)
     int rc = t_round_trip(h, o, d, n);
     if (rc)
         return rc;
+    unsigned char *f = fresh ? t_map(n) : NULL;
+    if (fresh && (!f || D.MemcpyDtoH(f, d, n) || memcmp(f, o, n)))
+        return 34;
     D.MemFree(d);
     t_unmap(h, n);
     t_unmap(o, n);
+    if (f)
+        t_unmap(f, n);
     printf("copied %zu\n", n);
     return 0;
 }
@@ -47,12 +56,12 @@ static int child(const char *mode)
     if (t_setup(NULL))
         return 30;
     if (!strcmp(mode, "copy"))
-        return round_trip(t_rand_range(1200 * KiB, 3000 * KiB));
+        return round_trip(t_rand_range(1200 * KiB, 3000 * KiB), 0);
     /* a mid size, then one past each auto threshold */
     size_t sizes[] = {t_rand_range(4200 * KiB, 9000 * KiB), (64 << 20) + t_rand_range(1, 4096),
                       (128 << 20) + t_rand_range(1, 4096)};
     for (int i = 0; i < 3; i++) {
-        int rc = round_trip(sizes[i]);
+        int rc = round_trip(sizes[i], 1);
         if (rc)
             return rc;
     }
@@ -171,6 +180,19 @@ static const char *next_staged(const char **at, int h2d, size_t n)
     return p;
 }
 
+/* The staged copy's line says some pieces were faulted in ahead (`want`),
+ * or none. */
+static void expect_ahead(const char *line, int h2d, size_t n, int want)
+{
+    const char *at = strstr(line, "slots, ");
+    int pieces = -1;
+    if (at && (at = strchr(at + 7, ',')))
+        sscanf(at, ", %d pieces faulted in ahead;", &pieces);
+    if (pieces < 0 || (pieces > 0) != want)
+        fail_msg("%s of %zu bytes: %d pieces faulted in ahead, %s wanted, in \"%.200s\"", h2d ? "H2D" : "D2H", n,
+                 pieces, want ? "some" : "none", line);
+}
+
 static void test_timeline(void **s)
 {
     (void)s;
@@ -215,10 +237,13 @@ static void test_default_cuts(void **s)
         for (int h2d = 1; h2d >= 0; h2d--) {
             const char *line = next_staged(&at, h2d, n);
             int stream = h2d ? n < (128 << 20) : n >= (64 << 20);
-            const char *kind = stream ? "slots, streaming stores;" : "slots, memcpy;";
+            const char *kind = stream ? "slots, streaming stores," : "slots, memcpy,";
             if (!strstr(line, kind) || strstr(line, kind) > strchr(line, '\n'))
                 fail_msg("%s of %zu bytes: expected \"%s\" in \"%.200s\"", h2d ? "H2D" : "D2H", n,
                          kind, line);
+            /* memory the copy reads, or the poisoned destination: nothing
+             * faulted in ahead */
+            expect_ahead(line, h2d, n, 0);
             struct chunk c[MAX_CHUNKS];
             int nchunks, k = check_copy(line, n, h2d, c, &nchunks), most = 0;
             if (!h2d && k == nchunks) { /* all shown: the tail is in c */
@@ -247,6 +272,8 @@ static void test_default_cuts(void **s)
             if (most)
                 print_message("  at most %d chunks ahead of the DMA\n", most);
         }
+        /* then into a mapping never touched: from 8 MiB faulted in ahead */
+        expect_ahead(next_staged(&at, 0, n), 0, n, n >= FRESH_AHEAD_FROM);
     }
     free(o);
     free(e);

@@ -32,13 +32,14 @@ static CUresult wait_stream_asleep(struct pf_context *c, CUstream s) {
     return r == CUDA_SUCCESS ? r : PF_CALL(cuStreamSynchronize, s);
 }
 
-/* One staged copy under way, and the times of its steps for the debug line
- * (0 when nobody reads them). */
+/* One staged copy under way: its slots held, the workers there were and
+ * asleep, the pieces of its fresh destination faulted in ahead, and the
+ * times of its steps for the debug line (0 when nobody reads them). */
 struct staging_run {
     struct pf_plan plan;
     struct pf_xfer rest; /* what is staged: the copy less a prefix landing later */
     size_t landed;       /* that prefix's length */
-    int held, workers, asleep;
+    int held, workers, asleep, ahead;
     uint64_t t0, classified, confirmed; /* pf_engine_copy's start, pf_route_confirm's marks */
     uint64_t context, chunks, planned, synced, woken;
 };
@@ -98,10 +99,12 @@ static int slots_wanted(const struct pf_plan *p, size_t bytes, int most) {
     return want;
 }
 
-/* A fresh destination faults in 2 MiB at a time, each fault clearing its
- * page: the copy's chunks are whole huge pages from the first, faulted in
- * by the workers ahead of the copy, in order, while the first DMAs run; a
- * large one's by the chunk's one task, every CPU's thread awake. */
+/* A fresh destination advised huge pages faults in 2 MiB at a time, each
+ * fault clearing its page: the copy's chunks are whole huge pages from the
+ * first, faulted in by the workers ahead of the copy, in order, while the
+ * first DMAs run; a large one's by the chunk's one task, every CPU's thread
+ * awake.  One not advised is faulted in ahead by the workers too, a piece
+ * of 4 KiB pages each, where the copy's tasks would take a fault a page. */
 struct fresh_help {
     struct pf_task populate[PF_POPULATE_TASKS];
     int npopulate, boosted;
@@ -112,14 +115,20 @@ static void fresh_begin(struct pf_plan *p, struct fresh_help *f) {
     char *lo;
     size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_first_touch_advise(x->host, x->bytes, &lo) : 0;
     f->npopulate = f->boosted = 0;
-    if (!fresh)
+    if (!fresh) { /* not advised: its 4 KiB pages, ahead in pieces */
+        fresh = x->dir == PF_DIR_D2H && !x->shape && x->bytes >= FRESH_AHEAD_FROM
+                    ? pf_first_touch_fresh(x->host, x->bytes, &lo)
+                    : 0;
+        if (fresh)
+            f->npopulate = pf_populate_cut(f->populate, lo, fresh, FRESH_PIECE);
         return;
+    }
     p->huge = x->bytes >= FRESH_SELF_FROM ? PF_FRESH_SELF : PF_FRESH_AHEAD;
     p->ramp = p->chunk;
     if (p->huge == PF_FRESH_SELF)
         f->boosted = pf_workers_boost(1);
     else
-        f->npopulate = pf_populate_cut(f->populate, lo, fresh);
+        f->npopulate = pf_populate_cut(f->populate, lo, fresh, PF_HUGE_PAGE);
 }
 
 static void fresh_end(struct fresh_help *f) {
@@ -161,12 +170,13 @@ static void debug_line(const struct staging_run *r, const struct pf_xfer *x, CUr
     int processes, budget = pf_workers_budget(&processes);
     pf_msg(
         PF_DEBUG,
-        "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s; "
+        "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s, %d pieces faulted "
+        "in ahead; "
         "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
         "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
         x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, r->landed, p->nchunks, p->ntasks, p->helped, r->held,
-        p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy", r->asleep, r->workers, budget, processes,
-        (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3, (r->context - r->confirmed) / 1e3,
+        p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy", r->ahead, r->asleep, r->workers, budget,
+        processes, (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3, (r->context - r->confirmed) / 1e3,
         (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3, (r->synced - r->planned) / 1e3,
         (r->woken - r->synced) / 1e3, p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0,
         p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0, (end - t0) / 1e3, result);
@@ -213,6 +223,7 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
     if (r.held) {
         struct fresh_help fresh;
         fresh_begin(&r.plan, &fresh);
+        r.ahead = fresh.npopulate;
         *result = run_chunks(&r, c, h);
         fresh_end(&fresh);
         pf_slots_release(c, h, r.held);

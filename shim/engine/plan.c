@@ -75,12 +75,11 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
     return n;
 }
 
-int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len) {
-    size_t pages = len / PF_HUGE_PAGE, per = (pages + PF_POPULATE_TASKS - 1) / PF_POPULATE_TASKS;
+int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit) {
+    size_t units = (len + unit - 1) / unit, piece = (units + PF_POPULATE_TASKS - 1) / PF_POPULATE_TASKS * unit;
     int n = 0;
-    for (size_t k = 0; k < pages; k += per, n++)
-        tasks[n] = (struct pf_task){
-            .dst = lo + k * PF_HUGE_PAGE, .src = NULL, .len = (pages - k < per ? pages - k : per) * PF_HUGE_PAGE};
+    for (size_t off = 0; off < len; off += piece, n++)
+        tasks[n] = (struct pf_task){.dst = lo + off, .src = NULL, .len = len - off < piece ? len - off : piece};
     pf_task_submit(tasks, n);
     return n;
 }

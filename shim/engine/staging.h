@@ -42,6 +42,11 @@
  * (docs/design.md, "Fresh destinations") */
 enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 #define FRESH_SELF_FROM ((size_t)256 << 20)
+/* A fresh destination pinfast gives no huge-page advice, from
+ * FRESH_AHEAD_FROM on, is faulted in ahead in pieces of FRESH_PIECE or more
+ * (docs/design.md, "Fresh destinations") */
+#define FRESH_AHEAD_FROM ((size_t)8 << 20)
+#define FRESH_PIECE ((size_t)1 << 20)
 #define HELP_MAX MAX_TASK /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a large task issues a chunk that is ready late,
  * so it helps with small ones; a D2H caller helps more, as a destination
@@ -167,10 +172,11 @@ void pf_contexts_forked(void);
 size_t pf_task_size(size_t len);
 int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t len, enum pf_host_copy kind,
                       size_t task, const struct pf_shape *shape, int h2d);
-/* Queues tasks faulting in [lo, lo+len), huge pages, ahead of a D2H into
- * it; returns how many (at most PF_POPULATE_TASKS). */
+/* Queues tasks faulting in [lo, lo+len) ahead of a D2H into it, each a
+ * whole number of `unit` bytes but the last; returns how many (at most
+ * PF_POPULATE_TASKS). */
 #define PF_POPULATE_TASKS 64
-int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len);
+int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,

@@ -57,6 +57,17 @@ size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
     return hi - lo;
 }
 
+size_t pf_first_touch_fresh(void *p, size_t n, char **interior) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1),
+              hi = ((uintptr_t)p + n) & ~(page - 1);
+    unsigned char resident = 1;
+    *interior = NULL;
+    if (hi <= lo || mincore((void *)lo, page, &resident) || (resident & 1))
+        return 0;
+    *interior = (char *)lo;
+    return hi - lo;
+}
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
