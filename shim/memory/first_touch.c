@@ -42,30 +42,37 @@ static int advice_helps(void) {
     return m == 1;
 }
 
-size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
-    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), hi = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
+/* The interior of [p, p+n) aligned to `align`, when its first page is not
+ * yet in memory: its length (0: none, or touched) and start (*lo). */
+static size_t untouched(void *p, size_t n, uintptr_t align, uintptr_t *lo) {
+    uintptr_t hi = ((uintptr_t)p + n) & ~(align - 1);
     unsigned char resident = 1;
+    *lo = ((uintptr_t)p + align - 1) & ~(align - 1);
+    if (hi <= *lo || mincore((void *)*lo, (size_t)sysconf(_SC_PAGESIZE), &resident) || (resident & 1))
+        return 0;
+    return hi - *lo;
+}
+
+size_t pf_first_touch_advise(void *p, size_t n, char **interior) {
+    uintptr_t lo;
+    size_t len;
     *interior = NULL;
     /* advice only on a block of pinfast's heap the program gave none of its
      * own: the advice stays on the memory */
-    if (n < FRESH_FROM || hi <= lo || !pf_options()->hugepages || !advice_helps() || !pf_heap_advisable(p, n) ||
-        mincore((void *)lo, 4096, &resident) || (resident & 1))
+    if (n < FRESH_FROM || !pf_options()->hugepages || !advice_helps() || !pf_heap_advisable(p, n) ||
+        !(len = untouched(p, n, HUGE_PAGE, &lo)))
         return 0; /* too small, not wanted, not pinfast's, or already touched: not fresh */
-    if (pf_libc_madvise((void *)lo, hi - lo, MADV_HUGEPAGE))
+    if (pf_libc_madvise((void *)lo, len, MADV_HUGEPAGE))
         return 0;
     *interior = (char *)lo;
-    return hi - lo;
+    return len;
 }
 
 size_t pf_first_touch_fresh(void *p, size_t n, char **interior) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)p + page - 1) & ~(page - 1),
-              hi = ((uintptr_t)p + n) & ~(page - 1);
-    unsigned char resident = 1;
-    *interior = NULL;
-    if (hi <= lo || mincore((void *)lo, page, &resident) || (resident & 1))
-        return 0;
-    *interior = (char *)lo;
-    return hi - lo;
+    uintptr_t lo;
+    size_t len = untouched(p, n, (uintptr_t)sysconf(_SC_PAGESIZE), &lo);
+    *interior = len ? (char *)lo : NULL;
+    return len;
 }
 
 #ifndef MADV_POPULATE_WRITE
