@@ -6,11 +6,14 @@
  *   memcpy      one thread copies a resident buffer in
  *   populate    one thread MADV_POPULATE_WRITE, no copy
  *   populate+T  T threads populate a piece each at once, then one copies
- *   memcpy+T    T threads copy a piece each at once (as the workers do)
+ *   memcpy+T    T threads copy a contiguous piece each at once
+ *   tasks+T     the caller and T threads take tasks of TASK KiB in turn from
+ *               a shared counter, as pinfast's caller and workers do
  * (the threads started and waiting before the clock starts)
  * One JSON line per size and way: median GB/s of the copy's bytes over
  * ROUNDS rounds.
- *   probe_fresh_small [MiB ...] */
+ *   probe_fresh_small [MiB ...]                  every way, 2-8 threads
+ *   probe_fresh_small --tasks T,.. KiB,.. MiB ..  tasks+T only */
 #include "../probe.h"
 
 #include <pthread.h>
@@ -23,8 +26,8 @@
 #define ROUNDS 41
 #define MAX_THREADS 16
 
-enum way { MEMSET, MEMCPY, POPULATE, POPULATE_T, MEMCPY_T };
-static const char *names[] = {"memset", "memcpy", "populate", "populate+T", "memcpy+T"};
+enum way { MEMSET, MEMCPY, POPULATE, POPULATE_T, MEMCPY_T, TASKS_T };
+static const char *names[] = {"memset", "memcpy", "populate", "populate+T", "memcpy+T", "tasks+T"};
 
 struct piece {
     char *dst;
@@ -35,12 +38,22 @@ struct piece {
 };
 
 static int go, done; /* the start, and the pieces finished */
+static size_t next_task, task_len; /* tasks+T: the next task's offset, and their size */
+
+/* tasks+T: takes tasks of [dst, dst + len) until none is left. */
+static void take_tasks(char *dst, const char *src, size_t len) {
+    size_t off;
+    while ((off = __atomic_fetch_add(&next_task, task_len, __ATOMIC_RELAXED)) < len)
+        memcpy(dst + off, src + off, len - off < task_len ? len - off : task_len);
+}
 
 static void *piece_main(void *arg) {
     struct piece *p = arg;
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
         probe_relax();
-    if (p->populate)
+    if (task_len)
+        take_tasks(p->dst, p->src, p->len);
+    else if (p->populate)
         madvise(p->dst, p->len, MADV_POPULATE_WRITE);
     else
         memcpy(p->dst, p->src, p->len);
@@ -59,9 +72,15 @@ static double once(enum way w, size_t len, const char *src, int t) {
     }
     struct piece p[MAX_THREADS];
     int n = 0;
-    if (w >= POPULATE_T) {
+    go = done = 0;
+    next_task = 0;
+    if (w == TASKS_T)
+        for (; n < t; n++) {
+            p[n] = (struct piece){dst, src, len, 0, 0};
+            pthread_create(&p[n].t, NULL, piece_main, &p[n]);
+        }
+    else if (w >= POPULATE_T) {
         size_t per = (len / (size_t)t + 4095) & ~(size_t)4095;
-        go = done = 0;
         for (size_t off = 0; off < len; off += per, n++) {
             p[n] = (struct piece){dst + off, src + off, len - off < per ? len - off : per, w == POPULATE_T, 0};
             pthread_create(&p[n].t, NULL, piece_main, &p[n]);
@@ -74,7 +93,10 @@ static double once(enum way w, size_t len, const char *src, int t) {
     case POPULATE: madvise(dst, len, MADV_POPULATE_WRITE); break;
     case POPULATE_T:
     case MEMCPY_T:
+    case TASKS_T:
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        if (w == TASKS_T)
+            take_tasks(dst, src, len);
         while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < n)
             probe_relax();
         if (w == POPULATE_T)
@@ -88,28 +110,48 @@ static double once(enum way w, size_t len, const char *src, int t) {
     return s;
 }
 
+/* Median GB/s of ROUNDS rounds of w. */
+static void report(enum way w, size_t mib, const char *src, int t) {
+    size_t len = mib << 20;
+    double v[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++)
+        v[r] = once(w, len, src, t);
+    double s = probe_median(v, ROUNDS);
+    printf("{\"probe\":\"fresh_small\",\"mib\":%zu,\"way\":\"%s\",\"threads\":%d,\"task_kib\":%zu,"
+           "\"median_us\":%.1f,\"gbps\":%.2f}\n",
+           mib, names[w], t, task_len >> 10, s * 1e6, (double)len / s / 1e9);
+    fflush(stdout);
+}
+
+/* A comma list of numbers into v (at most 16): how many. */
+static int list(const char *s, size_t *v) {
+    int n = 0;
+    for (char *e; *s && n < 16; s = *e ? e + 1 : e)
+        v[n++] = strtoul(s, &e, 10);
+    return n;
+}
+
 int main(int argc, char **argv) {
-    size_t mibs[16] = {1, 2, 4, 16};
-    int nm = 4;
+    size_t mibs[16] = {1, 2, 4, 16}, ts[16] = {2, 4, 8}, kibs[16] = {0};
+    int nm = 4, nt = 3, nk = 1, tasks = argc > 3 && !strcmp(argv[1], "--tasks");
+    if (tasks) {
+        nt = list(argv[2], ts);
+        nk = list(argv[3], kibs);
+        argv += 3;
+        argc -= 3;
+    }
     if (argc > 1)
         for (nm = 0; nm < argc - 1 && nm < 16; nm++)
             mibs[nm] = strtoul(argv[nm + 1], NULL, 10);
-    static const int threads[] = {2, 4, 8};
     for (int m = 0; m < nm; m++) {
-        size_t len = mibs[m] << 20;
-        char *src = malloc(len);
-        memset(src, 7, len);
-        for (int w = MEMSET; w <= MEMCPY_T; w++)
-            for (int k = 0; k < (w >= POPULATE_T ? 3 : 1); k++) {
-                int t = w >= POPULATE_T ? threads[k] : 1;
-                double v[ROUNDS];
-                for (int r = 0; r < ROUNDS; r++)
-                    v[r] = once((enum way)w, len, src, t);
-                double s = probe_median(v, ROUNDS);
-                printf("{\"probe\":\"fresh_small\",\"mib\":%zu,\"way\":\"%s\",\"threads\":%d,\"median_us\":%.1f,"
-                       "\"gbps\":%.2f}\n",
-                       mibs[m], names[w], t, s * 1e6, (double)len / s / 1e9);
-            }
+        char *src = malloc(mibs[m] << 20);
+        memset(src, 7, mibs[m] << 20);
+        for (int w = tasks ? TASKS_T : MEMSET; w <= (tasks ? TASKS_T : MEMCPY_T); w++)
+            for (int k = 0; k < (w >= POPULATE_T ? nt : 1); k++)
+                for (int j = 0; j < (w == TASKS_T ? nk : 1); j++) {
+                    task_len = w == TASKS_T ? kibs[j] << 10 : 0;
+                    report((enum way)w, mibs[m], src, w >= POPULATE_T ? (int)ts[k] : 1);
+                }
         free(src);
     }
     return 0;
