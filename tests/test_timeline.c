@@ -12,7 +12,9 @@
  * four chunks at once, in three tasks each, and has at most five chunks
  * taken and not seen through their DMA; and a D2H of 8 MiB or more into a
  * mapping never touched has it faulted in ahead, in pieces, where no copy
- * into memory already touched has anything faulted in ahead. */
+ * into memory already touched has anything faulted in ahead; one of 3-8
+ * MiB has its chunks taken in turn from lanes, one per 2 MiB region of the
+ * mapping, no chunk crossing from one into the next. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -27,6 +29,8 @@
 #define XSTR(x) STR(x)
 #define MAX_CHUNKS 24 /* the log details this many chunks of a copy */
 #define FRESH_AHEAD_FROM ((size_t)8 << 20) /* shim/engine/staging.h */
+#define FRESH_LANES_FROM ((size_t)3 << 20)
+#define REGION ((size_t)2 << 20) /* a page table's reach */
 
 /* An H2D then a D2H of n bytes, checked, staged; with `fresh`, then a D2H
  * into a mapping never touched, checked. */
@@ -47,7 +51,7 @@ static int round_trip(size_t n, int fresh)
     t_unmap(o, n);
     if (f)
         t_unmap(f, n);
-    printf("copied %zu\n", n);
+    printf("copied %zu at %zu\n", n, (size_t)((uintptr_t)f % REGION));
     return 0;
 }
 
@@ -58,7 +62,7 @@ static int child(const char *mode)
     if (!strcmp(mode, "copy"))
         return round_trip(t_rand_range(1200 * KiB, 3000 * KiB), 0);
     /* a mid size, then one past each auto threshold */
-    size_t sizes[] = {t_rand_range(4200 * KiB, 9000 * KiB), (64 << 20) + t_rand_range(1, 4096),
+    size_t sizes[] = {t_rand_range(4200 * KiB, 8000 * KiB), (64 << 20) + t_rand_range(1, 4096),
                       (128 << 20) + t_rand_range(1, 4096)};
     for (int i = 0; i < 3; i++) {
         int rc = round_trip(sizes[i], 1);
@@ -68,10 +72,13 @@ static int child(const char *mode)
     return 0;
 }
 
+#define MAX_TASKS 16 /* a chunk's, at most: PF_MAX_SPLIT */
+
 struct chunk {
     size_t off, len;
-    int slot, ntasks;
+    int slot, ntasks, ncaller;
     double taken, dma, dma_end, landed, first, last, retired;
+    double caller[MAX_TASKS]; /* when the caller's tasks started */
 };
 
 static int by_offset(const void *a, const void *b)
@@ -94,6 +101,8 @@ static const char *check_tasks(const char *p, struct chunk *c, const char *dirn)
             fail_msg("%s chunk %zu: unreadable task \"%.30s\"", dirn, c->off, q);
         if (by < 0 || by > THREADS)
             fail_msg("%s chunk %zu: task run by w%d, with %d workers", dirn, c->off, by, THREADS);
+        if (by == 0 && c->ncaller < MAX_TASKS)
+            c->caller[c->ncaller++] = start;
         if (start > stop || start < c->first || stop > c->last)
             fail_msg("%s chunk %zu: task %.1f-%.1f outside the chunk's copy %.1f-%.1f", dirn,
                      c->off, start, stop, c->first, c->last);
@@ -121,6 +130,7 @@ static int check_copy(const char *p, size_t n, int h2d, struct chunk *c, int *nc
         if (k == MAX_CHUNKS)
             fail_msg("%s: more than %d chunk lines", dirn, MAX_CHUNKS);
         struct chunk *x = &c[k++];
+        x->ncaller = 0;
         if (sscanf(p + 24, "%zu+%zu slot %d us: taken %lf dma %lf-%lf landed %lf copy %lf-%lf retired %lf",
                    &x->off, &x->len, &x->slot, &x->taken, &x->dma, &x->dma_end, &x->landed,
                    &x->first, &x->last, &x->retired) != 10)
@@ -193,6 +203,49 @@ static void expect_ahead(const char *line, int h2d, size_t n, int want)
                  pieces, want ? "some" : "none", line);
 }
 
+/* The staged copy's line says how many lanes its chunks were taken from:
+ * with `want`, one per 2 MiB region of the destination, which starts `at`
+ * bytes into one; else none. */
+static int expect_lanes(const char *line, size_t n, size_t at, int want)
+{
+    const char *p = strstr(line, " pieces faulted in ahead, ");
+    int lanes = -1, regions = (int)((at + n - 1) / REGION + 1);
+    if (p)
+        sscanf(p, " pieces faulted in ahead, %d lanes;", &lanes);
+    if (lanes != (want ? regions : 0))
+        fail_msg("D2H of %zu bytes %zu into a 2 MiB region: %d lanes, %d wanted, in \"%.200s\"", n, at, lanes,
+                 want ? regions : 0, line);
+    return lanes;
+}
+
+/* A copy with lanes: no chunk crosses from one 2 MiB region of the
+ * destination (at bytes into one) into the next; of the first two chunks
+ * taken (at different times), each is in its own region; and the caller
+ * started a task only once every chunk taken before had landed. */
+static void check_lanes(const struct chunk *c, int k, size_t n, size_t at)
+{
+    int first = -1, second = -1;
+    for (int j = 0; j < k; j++) {
+        for (int i = 0; i < k; i++)
+            for (int t = 0; t < c[i].ncaller; t++)
+                if (c[j].taken < c[i].caller[t] && c[j].landed > c[i].caller[t])
+                    fail_msg("D2H of %zu bytes: the caller started a task at %.1f us, chunk %zu, taken at %.1f, "
+                             "not landed until %.1f", n, c[i].caller[t], c[j].off, c[j].taken, c[j].landed);
+        if ((at + c[j].off) / REGION != (at + c[j].off + c[j].len - 1) / REGION)
+            fail_msg("D2H of %zu bytes: chunk %zu+%zu crosses a 2 MiB region (at %zu)", n, c[j].off, c[j].len, at);
+        if (first < 0 || c[j].taken < c[first].taken) {
+            second = first;
+            first = j;
+        } else if (second < 0 || c[j].taken < c[second].taken) {
+            second = j;
+        }
+    }
+    if (second >= 0 && c[second].taken > c[first].taken &&
+        (at + c[first].off) / REGION == (at + c[second].off) / REGION)
+        fail_msg("D2H of %zu bytes: the first two chunks taken, at %zu and %zu, share a 2 MiB region (at %zu)", n,
+                 c[first].off, c[second].off, at);
+}
+
 static void test_timeline(void **s)
 {
     (void)s;
@@ -227,9 +280,9 @@ static void test_default_cuts(void **s)
     run_child("sizes", set, &o, &e);
     const char *copied = o;
     for (int i = 0; i < 3; i++) {
-        size_t n;
+        size_t n, fresh_at;
         copied = copied ? strstr(copied, "copied ") : NULL;
-        if (!copied || sscanf(copied++, "copied %zu", &n) != 1)
+        if (!copied || sscanf(copied++, "copied %zu at %zu", &n, &fresh_at) != 2)
             fail_msg("child printed %d sizes of 3", i);
         if (!t_pinfast())
             continue;
@@ -244,6 +297,7 @@ static void test_default_cuts(void **s)
             /* memory the copy reads, or the poisoned destination: nothing
              * faulted in ahead */
             expect_ahead(line, h2d, n, 0);
+            expect_lanes(line, n, 0, 0);
             struct chunk c[MAX_CHUNKS];
             int nchunks, k = check_copy(line, n, h2d, c, &nchunks), most = 0;
             if (!h2d && k == nchunks) { /* all shown: the tail is in c */
@@ -272,8 +326,17 @@ static void test_default_cuts(void **s)
             if (most)
                 print_message("  at most %d chunks ahead of the DMA\n", most);
         }
-        /* then into a mapping never touched: from 8 MiB faulted in ahead */
-        expect_ahead(next_staged(&at, 0, n), 0, n, n >= FRESH_AHEAD_FROM);
+        /* then into a mapping never touched: from 8 MiB faulted in ahead,
+         * from 3 MiB below that taken round its 2 MiB regions */
+        const char *line = next_staged(&at, 0, n);
+        expect_ahead(line, 0, n, n >= FRESH_AHEAD_FROM);
+        if (expect_lanes(line, n, fresh_at, n >= FRESH_LANES_FROM && n < FRESH_AHEAD_FROM) > 0) {
+            struct chunk c[MAX_CHUNKS];
+            int nchunks, k = check_copy(line, n, 0, c, &nchunks);
+            check_lanes(c, k, n, fresh_at);
+            print_message("D2H %zu bytes into fresh memory: %d chunks from %d lanes\n", n, nchunks,
+                          (int)((fresh_at + n - 1) / REGION + 1));
+        }
     }
     free(o);
     free(e);

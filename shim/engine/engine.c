@@ -104,7 +104,9 @@ static int slots_wanted(const struct pf_plan *p, size_t bytes, int most) {
  * first, faulted in by the workers ahead of the copy, in order, while the
  * first DMAs run; a large one's by the chunk's one task, every CPU's thread
  * awake.  One not advised is faulted in ahead by the workers too, a piece
- * of 4 KiB pages each, where the copy's tasks would take a fault a page. */
+ * of 4 KiB pages each, where the copy's tasks would take a fault a page;
+ * under FRESH_AHEAD_FROM, where that was slower, its tasks fault it, spread
+ * over its page tables (pf_plan_lanes). */
 struct fresh_help {
     struct pf_task populate[PF_POPULATE_TASKS];
     int npopulate, boosted;
@@ -115,12 +117,14 @@ static void fresh_begin(struct pf_plan *p, struct fresh_help *f) {
     char *lo;
     size_t fresh = x->dir == PF_DIR_D2H && !x->shape ? pf_first_touch_advise(x->host, x->bytes, &lo) : 0;
     f->npopulate = f->boosted = 0;
-    if (!fresh) { /* not advised: its 4 KiB pages, ahead in pieces */
-        fresh = x->dir == PF_DIR_D2H && !x->shape && x->bytes >= FRESH_AHEAD_FROM
+    if (!fresh) { /* not advised: its 4 KiB pages, ahead in pieces or spread over page tables */
+        fresh = x->dir == PF_DIR_D2H && !x->shape && x->bytes >= FRESH_LANES_FROM
                     ? pf_first_touch_fresh(x->host, x->bytes, &lo)
                     : 0;
-        if (fresh)
+        if (fresh && x->bytes >= FRESH_AHEAD_FROM)
             f->npopulate = pf_populate_cut(f->populate, lo, fresh, FRESH_PIECE);
+        else if (fresh)
+            pf_plan_lanes(p);
         return;
     }
     p->huge = x->bytes >= FRESH_SELF_FROM ? PF_FRESH_SELF : PF_FRESH_AHEAD;
@@ -171,15 +175,16 @@ static void debug_line(const struct staging_run *r, const struct pf_xfer *x, CUr
     pf_msg(
         PF_DEBUG,
         "staged %s %zu B (%zu landing later): %d chunks, %d tasks (%d by the caller), %d slots, %s, %d pieces faulted "
-        "in ahead; "
+        "in ahead, %d lanes; "
         "%d of %d workers asleep, %d may wake (%d processes staging); us: classify %.1f capture %.1f range %.1f context %.1f "
         "plan %.1f slots+sync %.1f wake %.1f first-task %.1f first-dma %.1f end %.1f; result %d",
         x->dir == PF_DIR_H2D ? "H2D" : "D2H", x->bytes, r->landed, p->nchunks, p->ntasks, p->helped, r->held,
-        p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy", r->ahead, r->asleep, r->workers, budget,
-        processes, (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3, (r->context - r->confirmed) / 1e3,
-        (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3, (r->synced - r->planned) / 1e3,
-        (r->woken - r->synced) / 1e3, p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0,
-        p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0, (end - t0) / 1e3, result);
+        p->kind == PF_HOST_COPY_STREAM ? "streaming stores" : "memcpy", r->ahead, p->lanes, r->asleep, r->workers,
+        budget, processes, (r->classified - t0) / 1e3, (r->confirmed - r->classified) / 1e3,
+        (r->context - r->confirmed) / 1e3, (r->chunks - r->context) / 1e3, (r->planned - r->chunks) / 1e3,
+        (r->synced - r->planned) / 1e3, (r->woken - r->synced) / 1e3,
+        p->first_task_ns ? (p->first_task_ns - t0) / 1e3 : -1.0, p->first_dma_ns ? (p->first_dma_ns - t0) / 1e3 : -1.0,
+        (end - t0) / 1e3, result);
     pf_timeline_print(p);
 }
 

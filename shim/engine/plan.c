@@ -8,7 +8,8 @@
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy
  * ends on smaller chunks too: its last chunk's copy-out is time nothing else
- * overlaps (~30 us for 2 MiB, docs/results/2026-11-23-h100-engine-1mib-copies). */
+ * overlaps (~30 us for 2 MiB, docs/results/2026-11-23-h100-engine-1mib-copies).
+ * With lanes, the chunks come from each lane in turn. */
 static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
     size_t left = p->x->bytes - p->next;
     h->taken_ns = pf_stamp(p->debug);
@@ -16,7 +17,15 @@ static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
     h->logged = 0;
     h->off = p->next;
     h->len = left < p->ramp ? left : p->ramp;
-    if (p->x->dir == PF_DIR_D2H && h->len >= TAIL_SPLIT && left < 2 * h->len) {
+    if (p->lanes) { /* the next lane with bytes left, its next chunk */
+        while (p->lane_next[p->lane] == p->lane_at[p->lane + 1])
+            p->lane = (p->lane + 1) % p->lanes;
+        h->off = p->lane_next[p->lane];
+        left = p->lane_at[p->lane + 1] - h->off;
+        h->len = left < p->ramp ? left : p->ramp;
+        p->lane_next[p->lane] += h->len;
+        p->lane = (p->lane + 1) % p->lanes;
+    } else if (p->x->dir == PF_DIR_D2H && h->len >= TAIL_SPLIT && left < 2 * h->len) {
         size_t half = (left / 2 + 4095) & ~(size_t)4095;
         if (half < h->len)
             h->len = half;
@@ -73,6 +82,19 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
     }
     pf_task_submit(tasks, n);
     return n;
+}
+
+void pf_plan_lanes(struct pf_plan *p) {
+    uintptr_t at = (uintptr_t)p->x->host, first = at / PF_HUGE_PAGE;
+    size_t regions = (at + p->x->bytes - 1) / PF_HUGE_PAGE - first + 1;
+    size_t per = (regions + PF_MAX_LANES - 1) / PF_MAX_LANES; /* regions a lane */
+    /* a shaped copy's or a huge page's chunks are cut their own way */
+    if (regions < 2 || p->x->shape || p->huge)
+        return;
+    for (p->lanes = 0; (size_t)p->lanes * per < regions; p->lanes++)
+        p->lane_at[p->lanes] = p->lane_next[p->lanes] = p->lanes ? (first + p->lanes * per) * PF_HUGE_PAGE - at : 0;
+    p->lane_at[p->lanes] = p->x->bytes;
+    p->lane = 0;
 }
 
 int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit) {
@@ -300,7 +322,10 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
                 progress = 1;
             }
         }
-        if (!progress && !pf_task_help(help_max))
+        /* a task into a fresh destination (lanes) takes ten times as long:
+         * taking one, the caller would leave landed chunks unseen, so it
+         * helps only once no DMA is left to see land */
+        if (!progress && ((p->lanes && count) || !pf_task_help(help_max)))
             err = stalled(p, h, nh, fifo, &first, &count);
     }
     if (!err && h2d && !p->x->async && count) { /* they complete in order */

@@ -47,6 +47,9 @@ enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
  * (docs/design.md, "Fresh destinations") */
 #define FRESH_AHEAD_FROM ((size_t)8 << 20)
 #define FRESH_PIECE ((size_t)1 << 20)
+/* ... and from FRESH_LANES_FROM to FRESH_AHEAD_FROM, faulted in by the
+ * copy's tasks, its chunks taken round its 2 MiB regions (pf_plan_lanes) */
+#define FRESH_LANES_FROM ((size_t)3 << 20)
 #define HELP_MAX MAX_TASK /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a large task issues a chunk that is ready late,
  * so it helps with small ones; a D2H caller helps more, as a destination
@@ -121,14 +124,21 @@ static inline uintptr_t pf_fence_owner(CUstream stream) {
     return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
 }
 
+#define PF_MAX_LANES 8
+
 struct pf_plan {
     const struct pf_xfer *x;
     size_t chunk; /* the largest chunk: a slot */
     size_t ramp;  /* the next chunk's size, doubling up to chunk */
-    size_t next;  /* offset of the next chunk */
+    size_t next;  /* offset of the next chunk (with lanes: bytes taken) */
     enum pf_host_copy kind;
     int lean;               /* H2D paced: see LEAN_FROM */
     enum pf_fresh_way huge; /* D2H into a fresh destination (not NONE): chunks end on its huge pages */
+    /* a fresh destination faulting 4 KiB pages: its chunks taken in turn
+     * from lanes, runs of whole 2 MiB regions of it (see pf_plan_lanes) */
+    int lanes, lane;
+    size_t lane_at[PF_MAX_LANES + 1]; /* where each lane starts; the last entry: the copy's end */
+    size_t lane_next[PF_MAX_LANES];   /* each lane's next chunk */
     /* for the debug log and the Chrome trace: times are taken */
     int debug, nchunks, ntasks, helped, nlog;
     uint64_t t0, first_dma_ns, first_task_ns;
@@ -177,6 +187,14 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
  * PF_POPULATE_TASKS). */
 #define PF_POPULATE_TASKS 64
 int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit);
+/* Has p take its chunks in turn from up to PF_MAX_LANES lanes of its host
+ * side, each a run of whole 2 MiB regions (its first and last partial): a
+ * page fault holds the lock of its region's page table, so threads
+ * faulting one region at once wait for each other, and a copy into memory
+ * never touched runs about as fast as the regions its threads are in
+ * (docs/design.md, "Fresh destinations").  Nothing when it spans one
+ * region. */
+void pf_plan_lanes(struct pf_plan *p);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
 /* Seconds callers polled for DMAs before the blocking wait (reset: to 0,

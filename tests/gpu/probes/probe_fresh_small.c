@@ -9,11 +9,14 @@
  *   memcpy+T    T threads copy a contiguous piece each at once
  *   tasks+T     the caller and T threads take tasks of TASK KiB in turn from
  *               a shared counter, as pinfast's caller and workers do
+ *   stripes+T   the same, the tasks taken round the 2 MiB regions of the
+ *               destination (one page table each): the first of each
+ *               region, then the second of each, ...
  * (the threads started and waiting before the clock starts)
  * One JSON line per size and way: median GB/s of the copy's bytes over
  * ROUNDS rounds.
  *   probe_fresh_small [MiB ...]                  every way, 2-8 threads
- *   probe_fresh_small --tasks T,.. KiB,.. MiB ..  tasks+T only */
+ *   probe_fresh_small --tasks T,.. KiB,.. MiB ..  tasks+T and stripes+T only */
 #include "../probe.h"
 
 #include <pthread.h>
@@ -26,8 +29,8 @@
 #define ROUNDS 41
 #define MAX_THREADS 16
 
-enum way { MEMSET, MEMCPY, POPULATE, POPULATE_T, MEMCPY_T, TASKS_T };
-static const char *names[] = {"memset", "memcpy", "populate", "populate+T", "memcpy+T", "tasks+T"};
+enum way { MEMSET, MEMCPY, POPULATE, POPULATE_T, MEMCPY_T, TASKS_T, STRIPES_T };
+static const char *names[] = {"memset", "memcpy", "populate", "populate+T", "memcpy+T", "tasks+T", "stripes+T"};
 
 struct piece {
     char *dst;
@@ -38,13 +41,42 @@ struct piece {
 };
 
 static int go, done; /* the start, and the pieces finished */
-static size_t next_task, task_len; /* tasks+T: the next task's offset, and their size */
+/* tasks+T, stripes+T: the tasks' size, their offsets in the order they are
+ * taken, how many, and the next to take */
+static size_t task_len, *order;
+static int ntasks, next_task;
 
-/* tasks+T: takes tasks of [dst, dst + len) until none is left. */
 static void take_tasks(char *dst, const char *src, size_t len) {
-    size_t off;
-    while ((off = __atomic_fetch_add(&next_task, task_len, __ATOMIC_RELAXED)) < len)
+    int k;
+    while ((k = __atomic_fetch_add(&next_task, 1, __ATOMIC_RELAXED)) < ntasks) {
+        size_t off = order[k];
         memcpy(dst + off, src + off, len - off < task_len ? len - off : task_len);
+    }
+}
+
+/* The tasks' order: by offset, or (stripes) round the 2 MiB regions of dst:
+ * each task keyed by its rank within its region, then its region. */
+static size_t *keys;
+
+static int by_key(const void *a, const void *b) {
+    size_t x = keys[*(const size_t *)a / task_len], y = keys[*(const size_t *)b / task_len];
+    return (x > y) - (x < y);
+}
+
+static void plan_tasks(const char *dst, size_t len, int stripes) {
+    ntasks = (int)((len + task_len - 1) / task_len);
+    order = realloc(order, (size_t)ntasks * sizeof *order);
+    keys = realloc(keys, (size_t)ntasks * sizeof *keys);
+    uintptr_t base = (uintptr_t)dst >> 21;
+    for (int i = 0, first = 0; i < ntasks; i++) {
+        size_t region = (((uintptr_t)dst + (size_t)i * task_len) >> 21) - base;
+        if (i && region != keys[i - 1] % 64)
+            first = i;
+        keys[i] = (size_t)(i - first) * 64 + region; /* at most 64 regions: 128 MiB */
+        order[i] = (size_t)i * task_len;
+    }
+    if (stripes)
+        qsort(order, (size_t)ntasks, sizeof *order, by_key);
 }
 
 static void *piece_main(void *arg) {
@@ -72,9 +104,10 @@ static double once(enum way w, size_t len, const char *src, int t) {
     }
     struct piece p[MAX_THREADS];
     int n = 0;
-    go = done = 0;
-    next_task = 0;
-    if (w == TASKS_T)
+    go = done = next_task = 0;
+    if (w >= TASKS_T)
+        plan_tasks(dst, len, w == STRIPES_T);
+    if (w >= TASKS_T)
         for (; n < t; n++) {
             p[n] = (struct piece){dst, src, len, 0, 0};
             pthread_create(&p[n].t, NULL, piece_main, &p[n]);
@@ -94,8 +127,9 @@ static double once(enum way w, size_t len, const char *src, int t) {
     case POPULATE_T:
     case MEMCPY_T:
     case TASKS_T:
+    case STRIPES_T:
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
-        if (w == TASKS_T)
+        if (w >= TASKS_T)
             take_tasks(dst, src, len);
         while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < n)
             probe_relax();
@@ -146,10 +180,10 @@ int main(int argc, char **argv) {
     for (int m = 0; m < nm; m++) {
         char *src = malloc(mibs[m] << 20);
         memset(src, 7, mibs[m] << 20);
-        for (int w = tasks ? TASKS_T : MEMSET; w <= (tasks ? TASKS_T : MEMCPY_T); w++)
+        for (int w = tasks ? TASKS_T : MEMSET; w <= (tasks ? STRIPES_T : MEMCPY_T); w++)
             for (int k = 0; k < (w >= POPULATE_T ? nt : 1); k++)
-                for (int j = 0; j < (w == TASKS_T ? nk : 1); j++) {
-                    task_len = w == TASKS_T ? kibs[j] << 10 : 0;
+                for (int j = 0; j < (w >= TASKS_T ? nk : 1); j++) {
+                    task_len = w >= TASKS_T ? kibs[j] << 10 : 0;
                     report((enum way)w, mibs[m], src, w >= POPULATE_T ? (int)ts[k] : 1);
                 }
         free(src);
