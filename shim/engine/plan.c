@@ -87,12 +87,11 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
 void pf_plan_lanes(struct pf_plan *p) {
     uintptr_t at = (uintptr_t)p->x->host, first = at / PF_HUGE_PAGE;
     size_t regions = (at + p->x->bytes - 1) / PF_HUGE_PAGE - first + 1;
-    size_t per = (regions + PF_MAX_LANES - 1) / PF_MAX_LANES; /* regions a lane */
     /* a shaped copy's or a huge page's chunks are cut their own way */
-    if (regions < 2 || p->x->shape || p->huge)
+    if (regions < 2 || regions > PF_MAX_LANES || p->x->shape || p->huge)
         return;
-    for (p->lanes = 0; (size_t)p->lanes * per < regions; p->lanes++)
-        p->lane_at[p->lanes] = p->lane_next[p->lanes] = p->lanes ? (first + p->lanes * per) * PF_HUGE_PAGE - at : 0;
+    for (p->lanes = 0; p->lanes < (int)regions; p->lanes++)
+        p->lane_at[p->lanes] = p->lane_next[p->lanes] = p->lanes ? (first + p->lanes) * PF_HUGE_PAGE - at : 0;
     p->lane_at[p->lanes] = p->x->bytes;
     p->lane = 0;
 }

@@ -124,7 +124,7 @@ static inline uintptr_t pf_fence_owner(CUstream stream) {
     return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
 }
 
-#define PF_MAX_LANES 8
+#define PF_MAX_LANES 8 /* the regions a copy under FRESH_AHEAD_FROM spans, and more */
 
 struct pf_plan {
     const struct pf_xfer *x;
@@ -135,7 +135,7 @@ struct pf_plan {
     int lean;               /* H2D paced: see LEAN_FROM */
     enum pf_fresh_way huge; /* D2H into a fresh destination (not NONE): chunks end on its huge pages */
     /* a fresh destination faulting 4 KiB pages: its chunks taken in turn
-     * from lanes, runs of whole 2 MiB regions of it (see pf_plan_lanes) */
+     * from lanes, its 2 MiB regions (see pf_plan_lanes) */
     int lanes, lane;
     size_t lane_at[PF_MAX_LANES + 1]; /* where each lane starts; the last entry: the copy's end */
     size_t lane_next[PF_MAX_LANES];   /* each lane's next chunk */
@@ -187,13 +187,13 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
  * PF_POPULATE_TASKS). */
 #define PF_POPULATE_TASKS 64
 int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit);
-/* Has p take its chunks in turn from up to PF_MAX_LANES lanes of its host
- * side, each a run of whole 2 MiB regions (its first and last partial): a
- * page fault holds the lock of its region's page table, so threads
- * faulting one region at once wait for each other, and a copy into memory
- * never touched runs about as fast as the regions its threads are in
- * (docs/design.md, "Fresh destinations").  Nothing when it spans one
- * region. */
+/* Has p take its chunks in turn from lanes, the 2 MiB regions its host
+ * side spans (the first and last partial): a page fault holds the lock of
+ * its region's page table, so threads faulting one region at once wait
+ * for each other, and a copy into memory never touched runs about as fast
+ * as the regions its threads are in (docs/design.md, "Fresh
+ * destinations").  Nothing when it spans one region or more than
+ * PF_MAX_LANES (FRESH_AHEAD_FROM takes those). */
 void pf_plan_lanes(struct pf_plan *p);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);
