@@ -12,16 +12,23 @@
  *   stripes+T   the same, the tasks taken round the 2 MiB regions of the
  *               destination (one page table each): the first of each
  *               region, then the second of each, ...
- * (the threads started and waiting before the clock starts)
+ * (the threads started and waiting before the clock starts: spinning, as a
+ * pool's awake workers would, or with --asleep blocked in the kernel for a
+ * millisecond first and woken as the clock starts, as a pool's sleeping
+ * workers are by a copy)
  * One JSON line per size and way: median GB/s of the copy's bytes over
  * ROUNDS rounds.
  *   probe_fresh_small [MiB ...]                  every way, 2-8 threads
- *   probe_fresh_small --tasks T,.. KiB,.. MiB ..  tasks+T and stripes+T only */
+ *   probe_fresh_small [--asleep] --tasks T,.. KiB,.. MiB ..  tasks+T and stripes+T only */
 #include "../probe.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -41,6 +48,7 @@ struct piece {
 };
 
 static int go, done; /* the start, and the pieces finished */
+static int asleep, waiting; /* --asleep; the threads about to block */
 /* tasks+T, stripes+T: the tasks' size, their offsets in the order they are
  * taken, how many, and the next to take */
 static size_t task_len, *order;
@@ -81,6 +89,11 @@ static void plan_tasks(const char *dst, size_t len, int stripes) {
 
 static void *piece_main(void *arg) {
     struct piece *p = arg;
+    if (asleep) {
+        __atomic_fetch_add(&waiting, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
+            syscall(SYS_futex, &go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+    }
     while (!__atomic_load_n(&go, __ATOMIC_ACQUIRE))
         probe_relax();
     if (task_len)
@@ -94,8 +107,8 @@ static void *piece_main(void *arg) {
 }
 
 /* One round of `w` into a new mapping: seconds.  The threads of a T way
- * are started first and spin until the clock starts, as a pool's awake
- * workers would. */
+ * are started first and spin until the clock starts, or (asleep) block
+ * until it does. */
 static double once(enum way w, size_t len, const char *src, int t) {
     char *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (dst == MAP_FAILED) {
@@ -104,7 +117,7 @@ static double once(enum way w, size_t len, const char *src, int t) {
     }
     struct piece p[MAX_THREADS];
     int n = 0;
-    go = done = next_task = 0;
+    go = done = next_task = waiting = 0;
     if (w >= TASKS_T)
         plan_tasks(dst, len, w == STRIPES_T);
     if (w >= TASKS_T)
@@ -119,6 +132,11 @@ static double once(enum way w, size_t len, const char *src, int t) {
             pthread_create(&p[n].t, NULL, piece_main, &p[n]);
         }
     }
+    if (asleep && n) { /* all blocked, their CPUs idle a while */
+        while (__atomic_load_n(&waiting, __ATOMIC_ACQUIRE) < n)
+            probe_relax();
+        usleep(1000);
+    }
     double t0 = probe_now();
     switch (w) {
     case MEMSET: memset(dst, 1, len); break;
@@ -129,6 +147,8 @@ static double once(enum way w, size_t len, const char *src, int t) {
     case TASKS_T:
     case STRIPES_T:
         __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        if (asleep)
+            syscall(SYS_futex, &go, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
         if (w >= TASKS_T)
             take_tasks(dst, src, len);
         while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) < n)
@@ -152,8 +172,8 @@ static void report(enum way w, size_t mib, const char *src, int t) {
         v[r] = once(w, len, src, t);
     double s = probe_median(v, ROUNDS);
     printf("{\"probe\":\"fresh_small\",\"mib\":%zu,\"way\":\"%s\",\"threads\":%d,\"task_kib\":%zu,"
-           "\"median_us\":%.1f,\"gbps\":%.2f}\n",
-           mib, names[w], t, task_len >> 10, s * 1e6, (double)len / s / 1e9);
+           "\"asleep\":%d,\"median_us\":%.1f,\"gbps\":%.2f}\n",
+           mib, names[w], t, task_len >> 10, asleep, s * 1e6, (double)len / s / 1e9);
     fflush(stdout);
 }
 
@@ -167,6 +187,11 @@ static int list(const char *s, size_t *v) {
 
 int main(int argc, char **argv) {
     size_t mibs[16] = {1, 2, 4, 16}, ts[16] = {2, 4, 8}, kibs[16] = {0};
+    if (argc > 1 && !strcmp(argv[1], "--asleep")) {
+        asleep = 1;
+        argv++;
+        argc--;
+    }
     int nm = 4, nt = 3, nk = 1, tasks = argc > 3 && !strcmp(argv[1], "--tasks");
     if (tasks) {
         nt = list(argv[2], ts);
