@@ -47,7 +47,7 @@ struct piece {
     pthread_t t;
 };
 
-static int go, done; /* the start, and the pieces finished */
+static int go, done;        /* the start, and the pieces finished */
 static int asleep, waiting; /* --asleep; the threads about to block */
 /* tasks+T, stripes+T: the tasks' size, their offsets in the order they are
  * taken, how many, and the next to take */
