@@ -13,8 +13,8 @@
  * taken and not seen through their DMA; and a D2H of 8 MiB or more into a
  * mapping never touched has it faulted in ahead, in pieces, where no copy
  * into memory already touched has anything faulted in ahead; one of 3-8
- * MiB has its chunks taken in turn from lanes, one per 2 MiB region of the
- * mapping, no chunk crossing from one into the next. */
+ * MiB has each chunk made of a piece of each lane, one per 2 MiB region of
+ * the mapping, no piece crossing from one into the next. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "spawn.h"
@@ -218,13 +218,26 @@ static int expect_lanes(const char *line, size_t n, size_t at, int want)
     return lanes;
 }
 
-/* A copy with lanes: no chunk crosses from one 2 MiB region of the
- * destination (at bytes into one) into the next; of the first two chunks
- * taken (at different times), each is in its own region; and the caller
- * started a task only once every chunk taken before had landed. */
-static void check_lanes(const struct chunk *c, int k, size_t n, size_t at)
+/* A copy with lanes: no chunk line (a piece) crosses from one 2 MiB
+ * region of the destination (at bytes into one) into the next; the first
+ * chunk taken (its lines: one time, one slot) holds a piece of each of the
+ * `regions`, each in its own; and the caller started a task only once every
+ * chunk taken before had landed. */
+static void check_lanes(const struct chunk *c, int k, size_t n, size_t at, int regions)
 {
-    int first = -1, second = -1;
+    int first = 0;
+    for (int j = 0; j < k; j++)
+        first = c[j].taken < c[first].taken ? j : first;
+    unsigned long seen = 0;
+    int pieces = 0;
+    for (int j = 0; j < k; j++)
+        if (c[j].taken == c[first].taken && c[j].slot == c[first].slot) {
+            seen |= 1ul << ((at + c[j].off) / REGION % 64);
+            pieces++;
+        }
+    if (pieces != regions || __builtin_popcountl(seen) != regions)
+        fail_msg("D2H of %zu bytes: the first chunk taken has %d pieces in %d of the %d regions (at %zu)", n,
+                 pieces, __builtin_popcountl(seen), regions, at);
     for (int j = 0; j < k; j++) {
         for (int i = 0; i < k; i++)
             for (int t = 0; t < c[i].ncaller; t++)
@@ -233,17 +246,7 @@ static void check_lanes(const struct chunk *c, int k, size_t n, size_t at)
                              "not landed until %.1f", n, c[i].caller[t], c[j].off, c[j].taken, c[j].landed);
         if ((at + c[j].off) / REGION != (at + c[j].off + c[j].len - 1) / REGION)
             fail_msg("D2H of %zu bytes: chunk %zu+%zu crosses a 2 MiB region (at %zu)", n, c[j].off, c[j].len, at);
-        if (first < 0 || c[j].taken < c[first].taken) {
-            second = first;
-            first = j;
-        } else if (second < 0 || c[j].taken < c[second].taken) {
-            second = j;
-        }
     }
-    if (second >= 0 && c[second].taken > c[first].taken &&
-        (at + c[first].off) / REGION == (at + c[second].off) / REGION)
-        fail_msg("D2H of %zu bytes: the first two chunks taken, at %zu and %zu, share a 2 MiB region (at %zu)", n,
-                 c[first].off, c[second].off, at);
 }
 
 static void test_timeline(void **s)
@@ -330,12 +333,12 @@ static void test_default_cuts(void **s)
          * from 3 MiB below that taken round its 2 MiB regions */
         const char *line = next_staged(&at, 0, n);
         expect_ahead(line, 0, n, n >= FRESH_AHEAD_FROM);
-        if (expect_lanes(line, n, fresh_at, n >= FRESH_LANES_FROM && n < FRESH_AHEAD_FROM) > 0) {
+        int lanes = expect_lanes(line, n, fresh_at, n >= FRESH_LANES_FROM && n < FRESH_AHEAD_FROM);
+        if (lanes > 0) {
             struct chunk c[MAX_CHUNKS];
             int nchunks, k = check_copy(line, n, 0, c, &nchunks);
-            check_lanes(c, k, n, fresh_at);
-            print_message("D2H %zu bytes into fresh memory: %d chunks from %d lanes\n", n, nchunks,
-                          (int)((fresh_at + n - 1) / REGION + 1));
+            check_lanes(c, k, n, fresh_at, lanes);
+            print_message("D2H %zu bytes into fresh memory: %d pieces from %d lanes\n", n, nchunks, lanes);
         }
     }
     free(o);

@@ -5,26 +5,40 @@
 #include "../driver/driver.h"
 #include "../memory/first_touch.h"
 
+/* With lanes, a chunk of up to `size` bytes: an equal piece (whole
+ * pages) of each lane with bytes left, its next bytes. */
+static void take_pieces(struct pf_plan *p, struct pf_chunk *h, size_t size) {
+    int open = 0;
+    for (int i = 0; i < p->lanes; i++)
+        open += p->lane_next[i] < p->lane_at[i + 1];
+    size_t each = size / (size_t)open & ~(size_t)4095;
+    h->len = 0;
+    for (int i = 0; i < p->lanes; i++) {
+        size_t at = p->lane_next[i], left = p->lane_at[i + 1] - at, len = left < each ? left : each;
+        if (!left)
+            continue;
+        h->piece[h->npieces++] = (struct pf_lane_piece){at, len ? len : left < 4096 ? left : 4096};
+        p->lane_next[i] += h->piece[h->npieces - 1].len;
+        h->len += h->piece[h->npieces - 1].len;
+    }
+    h->off = h->piece[0].off;
+}
+
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy
  * ends on smaller chunks too: its last chunk's copy-out is time nothing else
  * overlaps (~30 us for 2 MiB, docs/results/2026-11-23-h100-engine-1mib-copies).
- * With lanes, the chunks come from each lane in turn. */
+ * With lanes, a chunk is a piece of each. */
 static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
     size_t left = p->x->bytes - p->next;
     h->taken_ns = pf_stamp(p->debug);
     h->landed_ns = 0;
     h->logged = 0;
+    h->npieces = 0;
     h->off = p->next;
     h->len = left < p->ramp ? left : p->ramp;
-    if (p->lanes) { /* the next lane with bytes left, its next chunk */
-        while (p->lane_next[p->lane] == p->lane_at[p->lane + 1])
-            p->lane = (p->lane + 1) % p->lanes;
-        h->off = p->lane_next[p->lane];
-        left = p->lane_at[p->lane + 1] - h->off;
-        h->len = left < p->ramp ? left : p->ramp;
-        p->lane_next[p->lane] += h->len;
-        p->lane = (p->lane + 1) % p->lanes;
+    if (p->lanes) {
+        take_pieces(p, h, h->len);
     } else if (p->x->dir == PF_DIR_D2H && h->len >= TAIL_SPLIT && left < 2 * h->len) {
         size_t half = (left / 2 + 4095) & ~(size_t)4095;
         if (half < h->len)
@@ -43,7 +57,7 @@ static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
             h->len = end - at;
     }
     p->next += h->len;
-    p->nchunks++;
+    p->nchunks += h->npieces ? h->npieces : 1;
     if (p->ramp < p->chunk)
         p->ramp = p->ramp * 2 < p->chunk ? p->ramp * 2 : p->chunk;
 }
@@ -93,7 +107,6 @@ void pf_plan_lanes(struct pf_plan *p) {
     for (p->lanes = 0; p->lanes < (int)regions; p->lanes++)
         p->lane_at[p->lanes] = p->lane_next[p->lanes] = p->lanes ? (first + p->lanes) * PF_HUGE_PAGE - at : 0;
     p->lane_at[p->lanes] = p->x->bytes;
-    p->lane = 0;
 }
 
 int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit) {
@@ -105,6 +118,34 @@ int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit) {
     return n;
 }
 
+/* Queues a D2H chunk of pieces as tasks from the slot into the program's
+ * memory, taken round the pieces: the first task of each, then the second
+ * of each, ... (no more than PF_MAX_SPLIT in all). */
+static int cut_pieces(const struct pf_plan *p, struct pf_chunk *h) {
+    size_t task = pf_task_size(h->len / (size_t)h->npieces),
+           most = (h->len + PF_MAX_SPLIT - h->npieces - 1) / (PF_MAX_SPLIT - h->npieces);
+    task = task < most ? (most + 4095) & ~(size_t)4095 : task;
+    size_t from[PF_MAX_LANES]; /* each piece's place in the slot */
+    for (int i = 0; i < h->npieces; i++)
+        from[i] = i ? from[i - 1] + h->piece[i - 1].len : 0;
+    int n = 0;
+    for (size_t done = 0, more = 1; more; done += task) {
+        more = 0;
+        for (int i = 0; i < h->npieces; i++) {
+            if (done >= h->piece[i].len)
+                continue;
+            size_t len = h->piece[i].len - done < task ? h->piece[i].len - done : task;
+            h->tasks[n++] = (struct pf_task){.dst = (char *)p->x->host + h->piece[i].off + done,
+                                             .src = h->s->mem + from[i] + done,
+                                             .len = len,
+                                             .kind = p->kind};
+            more |= done + task < h->piece[i].len;
+        }
+    }
+    pf_task_submit(h->tasks, n);
+    return n;
+}
+
 /* Queues the host side of the slot's chunk as tasks between the slot and the
  * program's memory. */
 static void split(const struct pf_plan *p, struct pf_chunk *h) {
@@ -112,6 +153,10 @@ static void split(const struct pf_plan *p, struct pf_chunk *h) {
     char *user = (char *)p->x->host + (sh ? pf_shape_at(sh, h->off / sh->width) : h->off);
     int h2d = p->x->dir == PF_DIR_H2D;
     h->phase = COPYING;
+    if (h->npieces) {
+        h->ntasks = cut_pieces(p, h);
+        return;
+    }
     /* a chunk faulting its own huge page is one task: two faulting it at
      * once would each clear a page of their own */
     size_t task = p->lean                    ? (h->len + LEAN_TASKS - 1) / LEAN_TASKS
@@ -188,7 +233,14 @@ static CUresult dma(struct pf_plan *p, struct pf_chunk *h) {
     h->dma_ns = pf_stamp(p->debug);
     CUresult r = x->shape               ? pf_shape_dma(x, h->s->mem, h->off, h->len)
                  : x->dir == PF_DIR_H2D ? PF_CALL(cuMemcpyHtoDAsync_v2, x->dev + h->off, h->s->mem, h->len, x->stream)
+                 : h->npieces           ? CUDA_SUCCESS
                                         : PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem, x->dev + h->off, h->len, x->stream);
+    size_t at = 0; /* pieces: a DMA each, one after the other in the slot */
+    for (int i = 0; i < h->npieces && r == CUDA_SUCCESS; at += h->piece[i++].len) {
+        r = PF_CALL(cuMemcpyDtoHAsync_v2, h->s->mem + at, x->dev + h->piece[i].off, h->piece[i].len, x->stream);
+        if (r != CUDA_SUCCESS && i) /* no fence: those issued must be over before the slot is reused */
+            PF_CALL(cuStreamSynchronize, x->stream);
+    }
     if (r != CUDA_SUCCESS)
         return r;
     h->dma_end_ns = pf_stamp(p->debug);

@@ -48,7 +48,8 @@ enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 #define FRESH_AHEAD_FROM ((size_t)8 << 20)
 #define FRESH_PIECE ((size_t)1 << 20)
 /* ... and from FRESH_LANES_FROM to FRESH_AHEAD_FROM, faulted in by the
- * copy's tasks, its chunks taken round its 2 MiB regions (pf_plan_lanes) */
+ * copy's tasks, each chunk a piece of each of its 2 MiB regions and its
+ * tasks taken round them (pf_plan_lanes) */
 #define FRESH_LANES_FROM ((size_t)3 << 20)
 #define HELP_MAX MAX_TASK /* a D2H caller copies no more than this at a time */
 /* An H2D caller busy with a large task issues a chunk that is ready late,
@@ -105,11 +106,19 @@ struct pf_context {
 
 enum { IDLE, COPYING, DMA };
 
+#define PF_MAX_LANES 8 /* the regions a copy under FRESH_AHEAD_FROM spans, and more */
+
 /* A slot a copy holds, and the chunk it carries. */
 struct pf_chunk {
     struct pf_slot *s;
-    size_t off, len; /* the chunk, within the copy */
-    int phase;       /* what the chunk waits for */
+    size_t off, len; /* the chunk, within the copy (with pieces: the first's offset, their sum) */
+    /* a chunk of a copy with lanes: a piece of each lane with bytes left,
+     * one after the other in the slot; 0: one piece, off and len */
+    int npieces;
+    struct pf_lane_piece {
+        size_t off, len;
+    } piece[PF_MAX_LANES];
+    int phase; /* what the chunk waits for */
     int ntasks;
     /* debug log: an H2D chunk's DMA is seen done after the chunk retired,
      * so that time goes straight into its line, log[logged - 1] (0: none) */
@@ -124,8 +133,6 @@ static inline uintptr_t pf_fence_owner(CUstream stream) {
     return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ 2 : (uintptr_t)stream;
 }
 
-#define PF_MAX_LANES 8 /* the regions a copy under FRESH_AHEAD_FROM spans, and more */
-
 struct pf_plan {
     const struct pf_xfer *x;
     size_t chunk; /* the largest chunk: a slot */
@@ -134,9 +141,9 @@ struct pf_plan {
     enum pf_host_copy kind;
     int lean;               /* H2D paced: see LEAN_FROM */
     enum pf_fresh_way huge; /* D2H into a fresh destination (not NONE): chunks end on its huge pages */
-    /* a fresh destination faulting 4 KiB pages: its chunks taken in turn
-     * from lanes, its 2 MiB regions (see pf_plan_lanes) */
-    int lanes, lane;
+    /* a fresh destination faulting 4 KiB pages: each chunk a piece of each
+     * of its lanes, its 2 MiB regions (see pf_plan_lanes) */
+    int lanes;
     size_t lane_at[PF_MAX_LANES + 1]; /* where each lane starts; the last entry: the copy's end */
     size_t lane_next[PF_MAX_LANES];   /* each lane's next chunk */
     /* for the debug log and the Chrome trace: times are taken */
@@ -187,13 +194,14 @@ int pf_host_tasks_cut(struct pf_task *tasks, char *dst, const char *src, size_t 
  * PF_POPULATE_TASKS). */
 #define PF_POPULATE_TASKS 64
 int pf_populate_cut(struct pf_task *tasks, char *lo, size_t len, size_t unit);
-/* Has p take its chunks in turn from lanes, the 2 MiB regions its host
- * side spans (the first and last partial): a page fault holds the lock of
- * its region's page table, so threads faulting one region at once wait
- * for each other, and a copy into memory never touched runs about as fast
- * as the regions its threads are in (docs/design.md, "Fresh
- * destinations").  Nothing when it spans one region or more than
- * PF_MAX_LANES (FRESH_AHEAD_FROM takes those). */
+/* Has p make each chunk of a piece of each lane, the 2 MiB regions its
+ * host side spans (the first and last partial), and each chunk's tasks
+ * taken round its pieces: a page fault holds the lock of its region's
+ * page table, so threads faulting one region at once wait for each other,
+ * and a copy into memory never touched runs about as fast as the regions
+ * its threads are in (docs/design.md, "Fresh destinations").  Nothing
+ * when it spans one region or more than PF_MAX_LANES (FRESH_AHEAD_FROM
+ * takes those). */
 void pf_plan_lanes(struct pf_plan *p);
 /* Drives the copy's chunks through nh held slots until every byte moved. */
 CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_max);

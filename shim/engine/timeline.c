@@ -23,24 +23,27 @@ struct pf_timeline *pf_timeline_mine(void) {
     return mine;
 }
 
-/* What the timeline tells of a retired chunk. */
-void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
-    struct pf_chunk_log l = {.off = h->off,
-                             .len = h->len,
+/* What the timeline tells of one piece of a retired chunk, [off, off +
+ * len) of the copy, and the tasks that copied it. */
+static void account_piece(struct pf_plan *p, struct pf_chunk *h, size_t off, size_t len, uint64_t seen) {
+    struct pf_chunk_log l = {.off = off,
+                             .len = len,
                              .slot = (int)(h->s - p->slots),
                              .taken = h->taken_ns,
                              .dma = h->dma_ns,
                              .dma_end = h->dma_end_ns,
                              .landed = h->landed_ns,
-                             .seen = pf_now_ns()};
+                             .seen = seen};
+    const char *lo = (const char *)p->x->host + off;
     for (int i = 0; i < h->ntasks; i++) {
         const struct pf_task *t = &h->tasks[i];
+        if (h->npieces && ((const char *)t->dst < lo || (const char *)t->dst >= lo + len))
+            continue;
         if (!l.first || t->started_ns < l.first)
             l.first = t->started_ns;
         if (t->ended_ns > l.last)
             l.last = t->ended_ns;
         l.tasks[l.ntasks++] = (__typeof__(l.tasks[0])){t->started_ns, t->ended_ns, t->len, t->by};
-        p->helped += !t->by;
     }
     if (!p->first_task_ns || l.first < p->first_task_ns)
         p->first_task_ns = l.first;
@@ -48,6 +51,17 @@ void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
         p->log[p->nlog++] = l;
         h->logged = p->nlog;
     }
+}
+
+/* What the timeline tells of a retired chunk: a line for each piece. */
+void pf_timeline_account(struct pf_plan *p, struct pf_chunk *h) {
+    uint64_t seen = pf_now_ns();
+    if (!h->npieces)
+        account_piece(p, h, h->off, h->len, seen);
+    for (int i = 0; i < h->npieces; i++)
+        account_piece(p, h, h->piece[i].off, h->piece[i].len, seen);
+    for (int i = 0; i < h->ntasks; i++)
+        p->helped += !h->tasks[i].by;
     p->ntasks += h->ntasks;
 }
 
