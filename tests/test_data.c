@@ -268,7 +268,8 @@ static void fresh_round(size_t n, int async, int heap, int *heap_on)
 }
 
 /* Fresh destinations of 16-40 MiB (faulted in ahead of the copy), sync and
- * async, mapped by the program and calloc'd. */
+ * async, mapped by the program and calloc'd; and of 3-8 MiB mapped by the
+ * program (each chunk a piece of each 2 MiB region it spans). */
 static void test_fresh_destination(void **s)
 {
     (void)s;
@@ -276,6 +277,8 @@ static void test_fresh_destination(void **s)
         skip();
     for (int round = 0; round < 4; round++)
         fresh_round(t_rand_range(16u << 20, 40u << 20), round & 1, 0, NULL);
+    for (int round = 0; round < 4; round++)
+        fresh_round(t_rand_range(3u << 20, (8u << 20) - 1), round & 1, 0, NULL);
     int heap_on = 0;
     for (int round = 0; round < 4; round++)
         fresh_round(t_rand_range(16u << 20, 40u << 20), round & 1, 1, &heap_on);
