@@ -70,6 +70,9 @@ def main(argv=None):
                     help="run every variant on these CPUs only (e.g. 4,5 or 2-5): on a VM whose "
                          "runs land in fast and slow modes by CPU, so that microsecond "
                          "workloads compare like with like")
+    ap.add_argument("--busy", type=int, default=0, metavar="N",
+                    help="keep N processes busy on the CPUs (on --cpus' where given) while every "
+                         "variant runs: pinfast against plain on a machine whose CPUs are taken")
     a = ap.parse_args(argv)
 
     if a.list:
@@ -91,6 +94,9 @@ def main(argv=None):
         return 2
     if a.warmup < 0:
         log("--warmup must be >= 0")
+        return 2
+    if not 0 <= a.busy <= 4096:
+        log("--busy must be 0 to 4096 processes")
         return 2
     cpus = None
     if a.cpus:
@@ -169,6 +175,9 @@ def main(argv=None):
     # and not kept, and what was done is written as usual.
     stopped, i = None, 0
     handlers = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    busy = runner.busy_start(a.busy, cpus)
+    if busy:
+        log("%d busy process(es) running beside every run" % len(busy))
     try:
         for i, (w, variant, k) in enumerate(jobs):
             if w.name in skipped:
@@ -198,6 +207,8 @@ def main(argv=None):
         if raw and (raw[-1]["workload"], raw[-1]["variant"], raw[-1]["run"]) == (w.name, variant, k) \
                 and not results.run_ok(raw[-1]):
             raw.pop()
+    finally:
+        runner.busy_stop(busy)
     for sig in (signal.SIGTERM, signal.SIGINT):  # a second one must not cut the writing short
         signal.signal(sig, signal.SIG_IGN)
     ran_s = time.time() - t_start
@@ -217,7 +228,7 @@ def main(argv=None):
     # the checkout's commit says what built the library only when this run
     # built it; the library's own digest identifies it either way
     extra = {"commit": runner.git_commit(), "lib_sha256": runner.file_digest(lib), "quick": a.quick,
-             "warmup": a.warmup, "boot_id": boot_id}
+             "warmup": a.warmup, "boot_id": boot_id, "busy": a.busy}
     records, problems, skip_why = results.aggregate(raw, machine, date, a.noise_floor, extra)
     results.write_jsonl(prefix + ".jsonl", records)
     with open(prefix + "-raw.jsonl", "w") as f:
@@ -231,7 +242,8 @@ def main(argv=None):
         f.write("# pinfast bench, %s, %s%s\n\n" % (machine, date, " (quick)" if a.quick else ""))
         f.write("Speed-up = plain median time / variant median time; %d runs per variant after %d "
                 "warm-up round(s) not kept; SLOWER = pinfast slower than plain beyond noise, "
-                "within noise = slower by too few runs to tell (docs/bench.md).\n\n" % (a.runs, a.warmup))
+                "within noise = slower by too few runs to tell (docs/bench.md).%s\n\n"
+                % (a.runs, a.warmup, " %d busy process(es) ran beside every run." % a.busy if a.busy else ""))
         if kept_names or kept_rounds:
             f.write(resume.describe(a.resume, kept_names, kept_rounds))
         if stopped:

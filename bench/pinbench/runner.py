@@ -191,6 +191,29 @@ def parse_cpus(spec):
     return cpus
 
 
+# A busy process: spins while its parent is the harness (its pid the
+# argument), so that none outlives a harness killed outright, even before
+# the process got going.
+BUSY_LOOP = "import os, sys\nharness = int(sys.argv[1])\nwhile os.getppid() == harness:\n    pass\n"
+
+
+def busy_start(n, cpus=None):
+    """Starts n processes that each keep a CPU busy (on `cpus` only where
+    given), for runs on a machine whose CPUs are all taken; busy_stop ends
+    them."""
+    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(os.getpid())], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+            for _ in range(n)]
+
+
+def busy_stop(procs):
+    for p in procs:
+        p.kill()
+    for p in procs:
+        p.wait()
+
+
 def run_measured(cmd, env, timeout, cwd, preexec_fn):
     """Runs cmd as subprocess.run would; returns (rc, stdout, stderr,
     (CPU seconds, peak RSS in MiB)), the process's and its waited-for

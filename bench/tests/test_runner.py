@@ -123,6 +123,53 @@ class TestSchedule(unittest.TestCase):
         self.assertEqual(runner.fmt_duration(125), "2m05s")
 
 
+def cpu_ticks(pid):
+    """User and system clock ticks of a process so far, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def running(pid):
+    """The process exists and has not ended (a zombie has)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+class TestBusy(unittest.TestCase):
+    def test_busy_until_stopped(self):
+        procs = runner.busy_start(2)
+        try:
+            deadline = time.time() + 10
+            while time.time() < deadline and not all(cpu_ticks(p.pid) for p in procs):
+                time.sleep(0.05)
+            self.assertTrue(all(cpu_ticks(p.pid) > 0 for p in procs))
+            self.assertTrue(all(p.poll() is None for p in procs))
+        finally:
+            runner.busy_stop(procs)
+        self.assertTrue(all(p.returncode is not None for p in procs))
+
+    def test_busy_ends_with_the_harness(self):
+        """A harness killed outright leaves no busy process behind."""
+        child = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+            import os, sys
+            sys.path.insert(0, %r)
+            from pinbench import runner
+            print(runner.busy_start(1)[0].pid, flush=True)
+            os._exit(0)
+            """ % context.BENCH)], capture_output=True, text=True, timeout=30)
+        pid = int(child.stdout)
+        deadline = time.time() + 10
+        while time.time() < deadline and running(pid):
+            time.sleep(0.05)
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+            self.fail("the busy process outlived its harness")
+
+
 class TestEnv(unittest.TestCase):
     base = {"PATH": "/bin", "LD_PRELOAD": "/old/libpinfast.so /x/libother.so", "PINFAST_STATS": "text"}
 
@@ -336,6 +383,23 @@ class TestEndToEnd(unittest.TestCase):
         self.assertIn("SLOWER", p.stderr)
         p = self.bench("--workloads", "small", "--runs", "5", "--no-fail")
         self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_busy_runs_beside(self):
+        p = self.bench("--workloads", "sweep", "--quick", "--busy", "2")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("bench: 2 busy process(es) running beside every run\n", p.stderr)
+        jsonl = [f for f in os.listdir(self.out) if f.endswith("bench-quick.jsonl")]
+        with open(os.path.join(self.out, jsonl[0])) as f:
+            self.assertEqual({json.loads(line)["busy"] for line in f}, {2})
+        md = [f for f in os.listdir(self.out) if f.endswith(".md")]
+        with open(os.path.join(self.out, md[0])) as f:
+            self.assertIn("2 busy process(es) ran beside every run.", f.read())
+
+    def test_bad_busy(self):
+        p = self.bench("--workloads", "sweep", "--busy", "-1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--busy must be 0 to 4096 processes", p.stderr)
+        self.assertFalse(os.path.exists(self.out))
 
     def test_quick_says_within_noise(self):
         # 30% slower in each of 3 runs: 1 chance in 20, not enough for SLOWER
