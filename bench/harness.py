@@ -111,7 +111,7 @@ def main(argv=None):
             return 2
     earlier = None
     if a.resume:
-        earlier, why = resume.read(a.resume, a.quick)
+        earlier, why = resume.read(a.resume, a.quick, a.busy)
         if why:
             log("--resume %s: %s; nothing was run" % (a.resume, why))
             return 2

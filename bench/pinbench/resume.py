@@ -3,7 +3,8 @@ kept, the others are run now. A workload it stopped in keeps its complete
 rounds (run k of every variant) only when the earlier run was on this same
 start of the machine (its boot id); else it runs again whole, so that a
 workload's variants are always compared within one start of the machine.
-The earlier run must have used the same library and the same sizes."""
+The earlier run must have used the same library, the same sizes and as
+many busy processes (--busy)."""
 import json
 import os
 
@@ -17,7 +18,7 @@ def _sibling(raw_path):
     return raw_path[:-len("-raw.jsonl")] + ".jsonl"
 
 
-def read(raw_path, quick):
+def read(raw_path, quick, busy=0):
     """The earlier run's runs, the digest of its library and its machine
     start, or (None, why) when it cannot be taken up: checked before
     anything runs."""
@@ -33,6 +34,8 @@ def read(raw_path, quick):
         return None, str(e)
     if bool(first.get("quick")) != bool(quick):
         return None, "it ran the %s sizes" % ("quick" if first.get("quick") else "full")
+    if int(first.get("busy", 0)) != busy:
+        return None, "it ran beside %d busy process(es), this run %d" % (int(first.get("busy", 0)), busy)
     return (old, first.get("lib_sha256"), first.get("boot_id")), None
 
 
