@@ -53,9 +53,9 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
         pf_msg(PF_INFO, "bounce area of %zu KiB", size >> 10);
 }
 
-/* Driver queries the oldest fences get at most in one reclaim (each costs
- * ~1.3 us, and 256 in one call held a copy 335 us: bounce-line.log in
- * docs/results/2026-11-24-h100-bounce-and-copy-shapes/logs.log), beside a search of those in order. */
+/* Driver queries the oldest fences get at most in one reclaim, beside a
+ * search of those in order: each is a driver call, made while a copy waits
+ * (docs/tuning.md#few-fence-queries-per-bounce-reclaim-reclaim_queries). */
 #define RECLAIM_QUERIES 8
 
 static struct pf_bounce_fence *fence(struct pf_bounce *b, unsigned i) {

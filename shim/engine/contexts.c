@@ -203,8 +203,8 @@ void pf_context_event_back(struct pf_context *c, CUevent ev, CUresult r) {
 
 /* The next free slot, taking them in turn: a slot the workers copied out
  * of keeps its lines in their caches for a while, and a DMA into lines
- * that must first be snooped out of a core's cache runs at 21 GB/s against
- * 50 (probe_poll, docs/results/2026-11-23-h100-engine-slots-and-dma).  Taken in turn, a slot comes back after
+ * that must first be snooped out of a core's cache runs slower
+ * (docs/tuning.md#staging-slots-are-taken-in-turn).  Taken in turn, a slot comes back after
  * all the context's other slots (pinned as copies need them,
  * docs/design.md).  A slot fenced on another stream is
  * taken only once its fence is over: that stream may wait for something

@@ -45,12 +45,9 @@ struct staging_run {
 };
 
 /* How the host side is copied: the option's way, or for auto, by direction
- * and size.  H2D: streaming stores won at 1 MiB (14.5 vs 11.2 GB/s) and 64
- * MiB (39.0 vs 36.2) and lost at 256 MiB (39.9 vs 42.5) and 1 GiB (44.9 vs
- * 49.2) (docs/results/2026-11-23-h100-engine-variants).  D2H: they lost
- * at 16 MiB (26 vs 34) and tied from 64 MiB on one GPU, where on two they
- * keep the reads for ownership off the memory bus: 1 GiB on both H200s at
- * once 85.6 -> 101.4 GB/s (docs/results/2026-11-23-h200x2-multigpu-queue-lock) */
+ * and size: streaming stores for an H2D below AUTO_STREAM_BELOW and a D2H
+ * from AUTO_STREAM_FROM, where they keep the reads for ownership off the
+ * memory bus (docs/tuning.md#streaming-stores-or-memcpy-auto_stream_below-auto_stream_from) */
 static enum pf_host_copy host_copy_way(const struct pf_xfer *x) {
     const struct pf_options *o = pf_options();
     enum pf_host_copy kind = x->dir == PF_DIR_H2D ? o->copy_h2d : o->copy_d2h;
@@ -154,9 +151,8 @@ static CUresult run_chunks(struct staging_run *r, struct pf_context *c, struct p
     if (res != CUDA_SUCCESS)
         return res;
     /* the workers wake while the caller takes its first chunk; not waited
-     * for: with two processes staging, the sleepers' mutex held the caller
-     * 15-20 us (docs/results/2026-11-23-h200x2-multigpu-wakeups), and a
-     * submit finding every worker asleep wakes one anyway */
+     * for: the sleepers' mutex can hold the caller, and a submit finding every
+     * worker asleep wakes one anyway (docs/tuning.md#nobody-with-work-waits-for-the-sleepers-mutex) */
     pf_workers_active(1);
     pf_workers_wake(0);
     r->woken = pf_stamp(r->plan.debug);

@@ -27,7 +27,7 @@ static void take_pieces(struct pf_plan *p, struct pf_chunk *h, size_t size) {
 /* Takes the next chunk: the first ones are small, so that the first DMA
  * starts early and a small copy still overlaps copying and DMA.  A D2H copy
  * ends on smaller chunks too: its last chunk's copy-out is time nothing else
- * overlaps (~30 us for 2 MiB, docs/results/2026-11-23-h100-engine-1mib-copies).
+ * overlaps (docs/tuning.md#a-d2h-copy-ends-on-smaller-chunks-tail_split).
  * With lanes, a chunk is a piece of each. */
 static void take_chunk(struct pf_plan *p, struct pf_chunk *h) {
     size_t left = p->x->bytes - p->next;
@@ -334,8 +334,7 @@ CUresult pf_plan_run(struct pf_plan *p, struct pf_chunk *h, int nh, size_t help_
         /* DMAs that are over: D2H chunks to copy out, slots to reuse.  An
          * H2D copy asks only when it needs a slot or is held back (paced):
          * each question is a driver call, made while its finished tasks
-         * wait for their DMA (2-3 us late on 1 MiB copies:
-         * docs/results/2026-11-23-h100-engine-1mib-copies) */
+         * wait for their DMA (docs/tuning.md#h2d-copies-ask-about-their-dmas-only-when-needed) */
         while (count && !err && (!h2d || needs_slot(p, h, nh) || held_back(p, filling, count))) {
             struct pf_chunk *c = &h[fifo[first]];
             CUresult q = unfence(c->s);

@@ -29,8 +29,8 @@
 /* An H2D copy with streaming stores from LEAN_FROM on is paced: it fills at
  * most LEAN_CHUNKS chunks at once, each cut in LEAN_TASKS, and keeps at
  * most LEAN_AHEAD chunks filling or in DMA: the DMA reading the slots slows
- * while other slots take streaming stores (docs/results/2026-11-23-h100-engine-paced-h2d,
- * docs/results/2026-11-23-h100-engine-slots-and-dma). */
+ * while other slots take streaming stores
+ * (docs/tuning.md#large-h2d-copies-with-streaming-stores-are-paced). */
 #define LEAN_FROM (32u << 20)
 #define LEAN_CHUNKS 4
 #define LEAN_TASKS 3
@@ -55,9 +55,11 @@ enum pf_fresh_way { PF_FRESH_NONE, PF_FRESH_AHEAD, PF_FRESH_SELF };
 /* An H2D caller busy with a large task issues a chunk that is ready late,
  * so it helps with small ones; a D2H caller helps more, as a destination
  * never touched faults in faster with the caller among the copiers
- * (docs/results/2026-11-23-h100-engine-passthrough-sizes). */
+ * (docs/tuning.md#how-much-a-waiting-caller-copies-help_max-help_max_h2d). */
 #define HELP_MAX_H2D MIN_TASK
-#define POLL_PAUSES 32        /* fewer made 4 MiB D2H slower (docs/results/2026-11-23-h100-engine-1mib-copies) */
+/* Pauses between a waiting caller's driver queries: fewer slowed D2H copies
+ * (docs/tuning.md#pauses-between-polls-poll_pauses) */
+#define POLL_PAUSES 32
 #define TAIL_SPLIT (1u << 20) /* a D2H copy's last chunks are halved from this size */
 /* A caller with nothing to do but wait for a DMA polls this long past the
  * time the DMA should take, then sleeps in the driver: a copy queued behind

@@ -1,8 +1,8 @@
 /* A table in /dev/shm/pinfast-<uid>: a slot per process that has staged
  * copies (its pid) and when it last did (CLOCK_MONOTONIC, milliseconds,
- * the same clock in every process).  Two processes driving one GPU each on
- * a 32-CPU machine, each with 16 polling workers, left their callers no CPU:
- * 1 MiB copies ran at half the plain speed (docs/results, h200x2). A process
+ * the same clock in every process).  Processes staging at once, each with
+ * its own polling workers, would leave their callers no CPU: they share the
+ * CPUs out (docs/tuning.md#processes-staging-at-once-share-the-cpus).  A process
  * that dies keeps its slot until another finds its pid gone; it stops
  * counting a second after its last copy. */
 #include "staging_processes.h"

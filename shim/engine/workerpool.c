@@ -129,9 +129,9 @@ static int share_cpus(void) {
 }
 
 /* The pool's size for this many contexts staging: three of four CPUs, at
- * most 16 per context.  12 of 16 CPUs moved the most on the H100 machine
- * (engine sweep in docs/results); past that, threads only contend for
- * memory.  A second GPU's copies get workers of their own, CPUs allowing.
+ * most 16 per context; past that, threads only contend for memory
+ * (docs/tuning.md#the-worker-pools-size-wanted).  A second GPU's copies
+ * get workers of their own, CPUs allowing.
  * The CPUs are this process's share of its node's (node_decide).  On a few
  * CPUs, two are left to the others: the caller polls beside the workers,
  * and the registrar and the program's own threads need one, or a block's

@@ -12,10 +12,8 @@
 enum { QUEUED, DONE };
 
 /* An idle worker polls this long before sleeping, while no copy is under
- * way: the next chunk of a copy, or a copy right behind the last, then finds
- * it awake instead of paying a wake-up (tens of microseconds).  Longer, a
- * dozen polling threads slow everything else the program does: small
- * cudaMemcpy calls ran 2-4x slower with 500 us (bench, H100 VM). */
+ * way, so that the next copy finds it awake; longer, a dozen polling threads
+ * slow the rest of the program (docs/tuning.md#idle-workers-poll-before-sleeping-spin_ns-active_spin_ns). */
 #define SPIN_NS 50000u
 /* While a copy is under way, an idle worker polls this long past the last
  * task queued, then sleeps: a copy waiting behind a long kernel must not
@@ -29,13 +27,12 @@ enum { QUEUED, DONE };
 static int qlock;
 static struct pf_task *head, *tail;
 /* A worker polling idle keeps a box open, on a cache line of its own: a
- * caller puts a task straight into it.  A chunk's eight tasks then start
- * within 0.3 us, where taken from the queue one after the other they started
- * 0.5-0.7 us apart; 1 MiB copies went from 19.0 to 23.3 GB/s (D2H) and 20.7
- * to 23.5 (H2D) (boxes-sweep.log in docs/results/2026-11-23-h100-engine-worker-boxes/logs.log).  A box is EMPTY
- * (open: its worker will look), CLOSED (its worker copies from the queue,
- * sleeps or never started) or holds the task its worker runs next.  Only a
- * caller fills an EMPTY box; only its worker changes it otherwise. */
+ * caller puts a task straight into it, so that a chunk's tasks start together
+ * rather than one after the other off the queue
+ * (docs/tuning.md#tasks-handed-straight-to-polling-workers-boxes).  A box is
+ * EMPTY (open: its worker will look), CLOSED (its worker copies from the
+ * queue, sleeps or never started) or holds the task its worker runs next.
+ * Only a caller fills an EMPTY box; only its worker changes it otherwise. */
 #define CLOSED ((struct pf_task *)0)
 #define EMPTY ((struct pf_task *)1)
 static struct box {
@@ -81,9 +78,9 @@ static __thread int self; /* this worker's number from 1; 0 in callers */
 static struct pf_task *try_pop(size_t max_len) {
     if (!__atomic_load_n(&queued, __ATOMIC_RELAXED))
         return NULL;
-    /* a worker tries once and goes back to polling: two callers' tasks and
-     * two dozen workers on one lock cost two GPUs' 1 MiB H2D copies a fifth
-     * of their speed (docs/results/2026-11-23-h200x2-multigpu-queue-lock); a caller waits its turn */
+    /* a worker tries once and goes back to polling: workers queueing on the
+     * lock hold up the callers' tasks behind them; a caller waits its turn
+     * (docs/tuning.md#workers-try-the-queue-lock-once) */
     if (!self)
         qlock_take();
     else if (__atomic_load_n(&qlock, __ATOMIC_RELAXED) || __atomic_exchange_n(&qlock, 1, __ATOMIC_ACQUIRE))
@@ -182,8 +179,8 @@ void pf_task_submit(struct pf_task *tasks, int n) {
     __atomic_fetch_add(&queued, n, __ATOMIC_SEQ_CST);
     qlock_drop();
     /* a worker awake wakes the next one itself (see worker): a caller
-     * signalling on every submit queued behind the sleepers' mutex for tens
-     * of microseconds before copying anything (engine trace, 64 MiB) */
+     * signalling on every submit would queue behind the sleepers' mutex
+     * before copying anything (docs/tuning.md#sleepers-are-woken-in-a-tree) */
     if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) == __atomic_load_n(&pf_workers_started_, __ATOMIC_ACQUIRE))
         pf_workers_wake(1);
 }
@@ -208,11 +205,8 @@ static int awake(void) {
 
 /* Wakes up to n sleepers, the budget permitting.  A worker holding a task
  * does not wait for the sleepers' mutex (`wait` 0): blocked there, its task
- * started up to 170 us late, and no caller could take it back.  With a
- * process per H200 staging 1 MiB copies, 226 of 2784 tasks started over
- * 20 us late, 30 with trylock; both GPUs' 1 MiB H2D 23.2 -> 34.1 GB/s
- * (docs/results/2026-11-23-h200x2-multigpu-wakeups).  A wake-up skipped is covered by the
- * callers, who run tasks themselves. */
+ * starts late and no caller can take it back; a wake-up skipped is covered by
+ * the callers, who run tasks themselves (docs/tuning.md#nobody-with-work-waits-for-the-sleepers-mutex). */
 static void wake_some(int n, int wait) {
     if (!__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST))
         return;
@@ -237,9 +231,9 @@ void pf_workers_active(int delta) {
 /* Idle, a worker polls while a copy is under way and ACTIVE_SPIN_NS past
  * its last tasks, and SPIN_NS past both the moment it ran out of work and
  * the end of the last copy: a program copying in a loop then finds the
- * workers awake at its next copy.  Measured from the first alone, they were
- * all asleep by then (engine trace, 64 MiB H2D: the first DMA 45-130 us
- * into each copy).  Past the budget, it sleeps. */
+ * workers awake at its next copy, where counted from the first alone they
+ * had all gone to sleep (docs/tuning.md#idle-workers-poll-before-sleeping-spin_ns-active_spin_ns).
+ * Past the budget, it sleeps. */
 static int keep_polling(uint64_t idle_until) {
     if (__atomic_load_n(&queued, __ATOMIC_RELAXED))
         return 0;
@@ -253,8 +247,8 @@ static int keep_polling(uint64_t idle_until) {
 }
 
 /* Wakes one sleeper, which wakes two more, and so on (see worker): a
- * broadcast to a dozen threads costs the caller ~20 us (engine trace on the
- * H100), a chain one at a time too long. */
+ * broadcast to a dozen threads holds the caller too long, a chain one at a
+ * time wakes them too slowly (docs/tuning.md#sleepers-are-woken-in-a-tree). */
 void pf_workers_wake(int wait) { wake_some(1, wait); }
 
 int pf_task_help(size_t max_len) {
@@ -301,8 +295,8 @@ void *pf_worker_main(void *arg) {
             continue;
         }
         /* work came: take it without touching the sleepers' mutex, on which
-         * a dozen workers queued for ~20 us before copying anything (engine
-         * v9 timeline, 1 MiB) */
+         * a dozen workers would queue before copying anything
+         * (docs/tuning.md#nobody-with-work-waits-for-the-sleepers-mutex) */
         if (__atomic_load_n(&queued, __ATOMIC_RELAXED)) {
             pf_relax();
             continue;

@@ -5,7 +5,7 @@
 /* The last answers of this thread, each for the interval around its address
  * that is sure to get the same one: a program copies from the same buffers
  * over and over, and asking the driver costs more than a small copy can
- * spare (0.5 us on a 2 us cudaMemcpyAsync, bench "small" on the H100). */
+ * spare (docs/tuning.md#a-per-thread-cache-of-pointer-answers-cached-region). */
 #define CACHED 8
 #define REGION ((uintptr_t)2 << 20) /* what one driver answer covers */
 static __thread struct {

@@ -19,9 +19,8 @@
 #include <unistd.h>
 
 #define HUGE_PAGE ((uintptr_t)PF_HUGE_PAGE)
-/* Smaller copies are faster without: 4 MiB into fresh memory 6.4 GB/s
- * without the advice, 5.0-5.8 with it; 16 MiB 10.0 without, 14.0 with
- * (docs/results/2026-11-24-h100-real-programs/programs.log) */
+/* Huge-page advice from this size only: smaller copies into fresh memory are
+ * faster without it (docs/tuning.md#huge-page-advice-from-16-mib-fresh_from) */
 #define FRESH_FROM ((size_t)16 << 20)
 
 /* 1 when transparent huge pages are used on advice only, 2 otherwise ("always":

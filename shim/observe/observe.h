@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Timing a call takes two counter reads, ~40 ns on the H100 VM: 4% of a
- * 1 us cuMemcpyHtoDAsync (tests/gpu/passcost.sh).  So a thread's copies
+/* Timing a call takes two counter reads, a share of the shortest copies'
+ * time worth saving (docs/tuning.md#small-copies-timing-is-sampled).  So a thread's copies
  * under PF_TIME_ALL_FROM bytes are all timed up to its PF_TIME_EXACT-th,
  * then each with probability 1/PF_TIME_ONE_IN and its time counted that many
  * times over: an unbiased estimate for programs that make millions, exact

@@ -7,9 +7,9 @@
 
 /* The digest reads 64 cache lines of the buffer on every D2H this size or
  * more: for a 4 KiB copy, the whole buffer again, on a call pinfast should
- * leave as it found it (4 KiB D2H copies ran 0.6 us slower under pinfast on
- * the H100, bench 001548, this among the causes); under pinfast's own
- * staging threshold a round trip costs the program little anyway. */
+ * leave as it found it (docs/tuning.md#round-trip-digests-only-from-512-kib-pf_roundtrip_min_bytes);
+ * under pinfast's own staging threshold a round trip costs the program
+ * little anyway. */
 #define PF_ROUNDTRIP_MIN_BYTES (512u << 10)
 
 /* After a successful D2H into host memory p of n bytes. */
