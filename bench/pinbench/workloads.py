@@ -53,6 +53,10 @@ WORKLOADS = [
     Workload("loader", "cuda", ("--batches", "200"), est_s=10, est_quick_s=3, in_quick=True),
     Workload("image2d", "cuda", ("--frames", "4", "--reps", "3"), est_s=6, est_quick_s=2,
              in_quick=True),
+    # rows of 256 bytes: a pitched copy's per-row work, not its bandwidth
+    Workload("image2d_rows", "cuda", ("--width", "64", "--height", "16384", "--frames", "2", "--reps", "3"),
+             ("--width", "64", "--height", "16384", "--frames", "8", "--reps", "5"), est_s=4, est_quick_s=2,
+             target="image2d"),
     Workload("sweep", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2, in_quick=True),
     Workload("sweep_shared", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2),
     Workload("sweep_ptds", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2),

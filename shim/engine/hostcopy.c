@@ -34,38 +34,51 @@ static void stream_sse2(char *d, const char *s, size_t n) {
     memcpy(d, s, n);
 }
 
-static void copy_stream(char *d, const char *s, size_t n) {
-    __builtin_cpu_init(); /* idempotent; a shared object may run before libgcc's */
-    int avx2 = __builtin_cpu_supports("avx2");
-    size_t head = (32 - ((uintptr_t)d & 31)) & 31; /* streaming stores want alignment */
+typedef void (*stream_fn)(char *, const char *, size_t);
+
+/* The widest streaming routine this CPU has, chosen at the first call. */
+static stream_fn stream_routine(void) {
+    static stream_fn chosen;
+    stream_fn f = __atomic_load_n(&chosen, __ATOMIC_RELAXED);
+    if (!f) {
+        __builtin_cpu_init(); /* idempotent; a shared object may run before libgcc's */
+        f = __builtin_cpu_supports("avx2") ? stream_avx2 : stream_sse2;
+        __atomic_store_n(&chosen, f, __ATOMIC_RELAXED);
+    }
+    return f;
+}
+
+/* Streaming stores from d's first 32-byte boundary on (they want
+ * alignment), with no fence: a row of a pitched copy is one call of many. */
+static void stream_unfenced(stream_fn f, char *d, const char *s, size_t n) {
+    size_t head = (32 - ((uintptr_t)d & 31)) & 31;
     if (head > n)
         head = n;
     memcpy(d, s, head);
-    if (avx2)
-        stream_avx2(d + head, s + head, n - head);
-    else
-        stream_sse2(d + head, s + head, n - head);
-    _mm_sfence(); /* the stores are visible before the task says it is done */
+    f(d + head, s + head, n - head);
 }
 #endif
 
-void pf_copy_bytes(enum pf_host_copy kind, void *dst, const void *src, size_t len) {
+void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch, size_t row,
+                  size_t len) {
+    if (!row || (dpitch == row && spitch == row))
+        row = len; /* one run */
 #if defined(__x86_64__)
     if (kind == PF_HOST_COPY_STREAM) {
-        copy_stream(dst, src, len);
+        stream_fn f = stream_routine();
+        for (size_t done = 0; done < len; done += row, dst += dpitch, src += spitch)
+            stream_unfenced(f, dst, src, row);
+        /* the stores are visible before the task says it is done: one fence
+         * for all the rows (docs/tuning.md#pitched-rows-share-one-store-fence) */
+        _mm_sfence();
         return;
     }
 #endif
     (void)kind;
-    memcpy(dst, src, len);
+    for (size_t done = 0; done < len; done += row, dst += dpitch, src += spitch)
+        memcpy(dst, src, row);
 }
 
-void pf_copy_rows(enum pf_host_copy kind, char *dst, size_t dpitch, const char *src, size_t spitch, size_t row,
-                  size_t len) {
-    if (!row || (dpitch == row && spitch == row)) {
-        pf_copy_bytes(kind, dst, src, len);
-        return;
-    }
-    for (size_t done = 0; done < len; done += row, dst += dpitch, src += spitch)
-        pf_copy_bytes(kind, dst, src, row);
+void pf_copy_bytes(enum pf_host_copy kind, void *dst, const void *src, size_t len) {
+    pf_copy_rows(kind, dst, len, src, len, 0, len);
 }
