@@ -43,12 +43,49 @@ static int child_run(const char *logf)
     return rc;
 }
 
+/* 3D copies up and back, one of slices of 2 rows of 512 bytes, one of 16
+ * rows of 1 KiB, the host rows 64 bytes apart beyond the row; every row
+ * brought back must be the one sent. */
+static int child_slices(void)
+{
+    static const size_t shape[2][3] = { { 512, 2, 16 }, { 1024, 16, 4 } }; /* width, rows, slices */
+    if (t_setup(NULL))
+        return 30;
+    for (int k = 0; k < 2; k++) {
+        size_t w = shape[k][0], h = shape[k][1], d = shape[k][2], pitch = w + 64, n = pitch * h * d;
+        unsigned char *src = malloc(n), *back = calloc(1, n);
+        CUdeviceptr dev;
+        if (!src || !back || D.MemAlloc(&dev, n))
+            return 31;
+        t_fill(src, n, (uint64_t)k + 1);
+        CUDA_MEMCPY3D up = { .WidthInBytes = w, .Height = h, .Depth = d,
+                             .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src, .srcPitch = pitch,
+                             .srcHeight = h, .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev,
+                             .dstPitch = pitch, .dstHeight = h };
+        CUDA_MEMCPY3D down = { .WidthInBytes = w, .Height = h, .Depth = d,
+                               .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = dev, .srcPitch = pitch,
+                               .srcHeight = h, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = back,
+                               .dstPitch = pitch, .dstHeight = h };
+        if (D.Memcpy3D(&up) || D.Memcpy3D(&down))
+            return 32;
+        for (size_t r = 0; r < h * d; r++)
+            if (memcmp(src + r * pitch, back + r * pitch, w)) {
+                fprintf(stderr, "slices of %zu rows of %zu bytes: row %zu came back wrong\n", h, w, r);
+                return 33;
+            }
+        free(src);
+        free(back);
+        D.MemFree(dev);
+    }
+    return 0;
+}
+
 /* ---- the test: plain and pinfast, same seed --------------------------------- */
-static long staged_calls(const struct report *r, const char *api)
+static long path_calls(const struct report *r, const char *api, const char *path)
 {
     long n = 0;
     for (int i = 0; i < r->nt; i++)
-        if (!strcmp(r->t[i].api, api) && !strcmp(r->t[i].path, "staged"))
+        if (!strcmp(r->t[i].api, api) && !strcmp(r->t[i].path, path))
             n += r->t[i].calls;
     return n;
 }
@@ -91,17 +128,44 @@ static void equivalence(void **state)
                                           "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyHtoAAsync",
                                           "cuMemcpyAtoHAsync", "cuMemcpyHtoD", "cuMemcpyDtoH" };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        long n = staged_calls(&r, shapes[i]);
+        long n = path_calls(&r, shapes[i], "staged");
         printf("[ staged   ] %s: %ld\n", shapes[i], n);
         if (!n)
             fail_msg("no %s copy was staged", shapes[i]);
     }
 }
 
+/* A 3D copy whose slices are far smaller than a chunk passes through: a
+ * chunk never crosses a slice, so it would be a DMA and a fence a slice
+ * (slices of 1 KiB, chunks of 64 KiB: 16 times below a chunk's sixteenth).
+ * One of 16 KiB slices is staged. */
+static void short_slices(void **state)
+{
+    (void)state;
+    char json[256], stats[300];
+    snprintf(json, sizeof json, "%s/slices.json", sp_dir);
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
+    char *argv[] = { "test_shapes", "slices", NULL };
+    const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_REGISTER=0", "PINFAST_STATS=json",
+                          stats, NULL };
+    int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
+    if (rc)
+        fail_msg("the child exited %d", rc);
+    struct report r;
+    if (report_read(json, &r))
+        fail_msg("report: %s", r.err);
+    long staged = path_calls(&r, "cuMemcpy3D", "staged"), passed = path_calls(&r, "cuMemcpy3D", "passthrough");
+    printf("[ 3D       ] staged %ld, passed through %ld\n", staged, passed);
+    assert_int_equal(staged, 2);
+    assert_int_equal(passed, 2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "run") == 0)
         return child_run(argv[2]);
-    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence) };
+    if (argc == 2 && strcmp(argv[1], "slices") == 0)
+        return child_slices();
+    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

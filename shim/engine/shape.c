@@ -6,6 +6,7 @@
  * rows (workers.h). */
 #include "shape.h"
 #include "staging.h"
+#include "../base/options.h"
 #include "../driver/driver.h"
 
 #include <limits.h>
@@ -14,6 +15,12 @@
  * GPUs we know: tests/gpu/probes/shapes_errors.c prints it): larger ones
  * pass through, and the driver refuses them itself. */
 #define MAX_PITCH ((size_t)INT_MAX)
+
+/* A copy of several slices is staged only when a slice is at least this
+ * share of a chunk (PINFAST_CHUNK): a chunk never crosses a slice, and
+ * chunks far smaller than the engine's are all fixed costs, a DMA, a fence
+ * and the tasks' hand-off each (docs/tuning.md#3d-copies-of-short-slices-pass-through-slice_min_share). */
+#define SLICE_MIN_SHARE 16
 
 /* One side of a 2D or 3D copy. */
 struct side {
@@ -159,7 +166,10 @@ int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, s
     x->host = (char *)h->ptr + first;
     size_t hpitch = rows == 1 ? e.width : h->pitch;
     int contiguous = hpitch == e.width && (e.d == 1 || h->height == e.h);
-    return pageable(x->host) && device_side(d, e, hpitch, h->height * h->pitch, contiguous, rt.dir, x, s);
+    if (!pageable(x->host) || !device_side(d, e, hpitch, h->height * h->pitch, contiguous, rt.dir, x, s))
+        return 0;
+    /* a linear copy, or one slice, is cut as any copy */
+    return !x->shape || e.d == 1 || e.width * e.h >= pf_options()->chunk / SLICE_MIN_SHARE;
 }
 
 /* A 2D copy has no height: its rows end where the copy's do. */
