@@ -16,7 +16,9 @@
  * through), copies of many chunks, and every size staged.  Device memory and
  * arrays are filled and read back through pinned memory, which pinfast
  * never stages: its report's staged rows are the cases' copies alone.
- * Internal: test_shapes run <log file>. */
+ * A second test checks that a 3D copy of slices far smaller than a chunk
+ * passes through.  Internal: test_shapes run <log file>, test_shapes
+ * slices. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -135,10 +137,10 @@ static void equivalence(void **state)
     }
 }
 
-/* A 3D copy whose slices are far smaller than a chunk passes through: a
- * chunk never crosses a slice, so it would be a DMA and a fence a slice
- * (slices of 1 KiB, chunks of 64 KiB: 16 times below a chunk's sixteenth).
- * One of 16 KiB slices is staged. */
+/* A 3D copy whose slices are under a sixteenth of a chunk passes through:
+ * a chunk never crosses a slice, so it would be a DMA and a fence a slice.
+ * With chunks of 64 KiB, one of 1 KiB slices passes through and one of
+ * 16 KiB slices is staged. */
 static void short_slices(void **state)
 {
     (void)state;
