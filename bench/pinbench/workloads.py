@@ -57,6 +57,9 @@ WORKLOADS = [
     Workload("image2d_rows", "cuda", ("--width", "64", "--height", "16384", "--frames", "2", "--reps", "3"),
              ("--width", "64", "--height", "16384", "--frames", "8", "--reps", "5"), est_s=4, est_quick_s=2,
              target="image2d"),
+    # 4K frames into 2D CUDA arrays (a texture's storage): the array's DMA
+    Workload("image2d_array", "cuda", ("--array", "--frames", "2", "--reps", "3"),
+             ("--array", "--frames", "8", "--reps", "5"), est_s=6, est_quick_s=2, target="image2d"),
     Workload("sweep", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2, in_quick=True),
     Workload("sweep_shared", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2),
     Workload("sweep_ptds", "cuda", _SWEEP_QUICK, est_s=12, est_quick_s=2),
