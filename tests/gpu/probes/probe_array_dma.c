@@ -1,0 +1,114 @@
+/* probe_array_dma: how fast the DMA engine moves rows between pinned host
+ * memory and a 2D CUDA array (uchar4 texels), by how the copy is cut, without
+ * pinfast: one cuMemcpy2DAsync for the whole array, or chunks of rows (what
+ * a staged copy issues: packed rows, one DMA a chunk) as cuMemcpy2DAsync or
+ * cuMemcpy3DAsync of depth 1, from memory of cuMemHostAlloc or registered
+ * with cuMemHostRegister (pinfast's staging slots).  Per shape, cut and
+ * direction: the GPU time of the copy (events around it, median of 7 after
+ * 2 warm-ups) as GB/s.
+ * Usage: probe_array_dma [W:H ...] (texels a row : rows; default 64:65536
+ * 1024:4096 3840:2160)
+ * Build: cc -O2 -I/usr/local/cuda/include -o probe_array_dma probe_array_dma.c -lcuda */
+#include <cuda.h>
+#include "../probe.h"
+
+enum { WHOLE, CHUNK2D, CHUNK3D, CUTS };
+static const char *cut_names[CUTS] = {"whole-2d", "chunks-2d", "chunks-3d"};
+
+/* One copy between host (rows packed) and the array, rows [y, y + n). */
+static void copy_rows(int cut, int h2d, CUarray a, char *host, size_t row, size_t y, size_t n, CUstream s) {
+    if (cut == CHUNK3D) {
+        CUDA_MEMCPY3D m = {.WidthInBytes = row, .Height = n, .Depth = 1};
+        if (h2d)
+            m.srcMemoryType = CU_MEMORYTYPE_HOST, m.srcHost = host, m.srcPitch = row, m.srcHeight = n,
+            m.dstMemoryType = CU_MEMORYTYPE_ARRAY, m.dstArray = a, m.dstY = y;
+        else
+            m.dstMemoryType = CU_MEMORYTYPE_HOST, m.dstHost = host, m.dstPitch = row, m.dstHeight = n,
+            m.srcMemoryType = CU_MEMORYTYPE_ARRAY, m.srcArray = a, m.srcY = y;
+        CK(cuMemcpy3DAsync(&m, s));
+        return;
+    }
+    CUDA_MEMCPY2D m = {.WidthInBytes = row, .Height = n};
+    if (h2d)
+        m.srcMemoryType = CU_MEMORYTYPE_HOST, m.srcHost = host, m.srcPitch = row, m.dstMemoryType = CU_MEMORYTYPE_ARRAY,
+        m.dstArray = a, m.dstY = y;
+    else
+        m.dstMemoryType = CU_MEMORYTYPE_HOST, m.dstHost = host, m.dstPitch = row, m.srcMemoryType = CU_MEMORYTYPE_ARRAY,
+        m.srcArray = a, m.srcY = y;
+    CK(cuMemcpy2DAsync(&m, s));
+}
+
+/* GB/s of the whole array moved in chunks of `chunk` bytes' worth of rows
+ * (the whole in one copy for WHOLE). */
+static double rate(int cut, int h2d, CUarray a, char *host, size_t row, size_t h, size_t chunk, CUstream s, CUevent e0,
+                   CUevent e1) {
+    size_t step = cut == WHOLE ? h : chunk / row ? chunk / row : 1;
+    double ms[7];
+    for (int i = -2; i < 7; i++) {
+        CK(cuEventRecord(e0, s));
+        for (size_t y = 0; y < h; y += step)
+            copy_rows(cut, h2d, a, host + y * row, row, y, y + step < h ? step : h - y, s);
+        CK(cuEventRecord(e1, s));
+        CK(cuStreamSynchronize(s));
+        float t;
+        CK(cuEventElapsedTime(&t, e0, e1));
+        if (i >= 0)
+            ms[i] = t;
+    }
+    return (double)(row * h) / (probe_median(ms, 7) * 1e-3) / 1e9;
+}
+
+int main(int argc, char **argv) {
+    static const char *defaults[] = {"64:65536", "1024:4096", "3840:2160"};
+    const char **shapes = argc > 1 ? (const char **)argv + 1 : defaults;
+    int nshapes = argc > 1 ? argc - 1 : 3;
+    size_t chunks[] = {(size_t)512 << 10, (size_t)2 << 20, (size_t)8 << 20};
+    probe_context();
+    CUstream s;
+    CUevent e0, e1;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int k = 0; k < nshapes; k++) {
+        size_t w, h;
+        if (sscanf(shapes[k], "%zu:%zu", &w, &h) != 2 || !w || !h) {
+            fprintf(stderr, "probe_array_dma: bad shape '%s' (want W:H)\n", shapes[k]);
+            return 64;
+        }
+        CUDA_ARRAY_DESCRIPTOR d = {.Width = w, .Height = h, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+        CUarray a;
+        CK(cuArrayCreate(&a, &d));
+        size_t row = w * 4, n = row * h;
+        for (int reg = 0; reg < 2; reg++) {
+            char *host;
+            if (reg) {
+                host = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                if (host == MAP_FAILED)
+                    return 2;
+                memset(host, 1, n);
+                CK(cuMemHostRegister(host, n, CU_MEMHOSTREGISTER_PORTABLE));
+            } else {
+                CK(cuMemHostAlloc((void **)&host, n, CU_MEMHOSTALLOC_PORTABLE));
+                memset(host, 1, n);
+            }
+            for (int cut = 0; cut < CUTS; cut++)
+                for (int c = 0; c < (cut == WHOLE ? 1 : 3); c++) {
+                    double up = rate(cut, 1, a, host, row, h, chunks[c], s, e0, e1);
+                    double down = rate(cut, 0, a, host, row, h, chunks[c], s, e0, e1);
+                    printf("{\"probe\":\"array-dma\",\"row_bytes\":%zu,\"rows\":%zu,\"host\":\"%s\",\"cut\":\"%s\","
+                           "\"chunk\":%zu,\"up_gbps\":%.2f,\"down_gbps\":%.2f}\n",
+                           row, h, reg ? "registered" : "hostalloc", cut_names[cut], cut == WHOLE ? n : chunks[c], up,
+                           down);
+                    fflush(stdout);
+                }
+            if (reg) {
+                CK(cuMemHostUnregister(host));
+                munmap(host, n);
+            } else {
+                CK(cuMemFreeHost(host));
+            }
+        }
+        CK(cuArrayDestroy(a));
+    }
+    return 0;
+}
