@@ -3,17 +3,20 @@
  * (tests/gpu/checks/shapes.cu, the driver API linked directly): each case
  * logs its return code and a hash of every byte of both sides after it, so
  * that a run without pinfast and one under it can be compared line by line.
- *   2d     cuMemcpy2D / 2DUnaligned / 2DAsync between pageable memory and
- *          device memory (or a unified pointer to it) or a 2D or 1D array of
- *          a random format, random widths, heights, pitches and offsets
- *          (pitch = width now and then: a linear copy); one in four with bad
+ *   2d     cuMemcpy2D / 2DUnaligned / 2DAsync, or cuMemcpy3D of one slice
+ *          with heights 0 (as the runtime issues cudaMemcpy2DToArray),
+ *          between pageable memory and device memory (or a unified
+ *          pointer to it) or a 2D or 1D array of a random format, random
+ *          widths, heights, pitches and offsets (pitch = width now and
+ *          then: a linear copy); one in four with bad
  *          input (pitch < width, overflowing extents, NULL host, a pointer
  *          past the allocation, an array x not on an element, past the
  *          array, width 0, memory type 9)
  *   3d     cuMemcpy3D / 3DAsync between pageable memory and device memory:
- *          random depths, heights (the host's sometimes exactly the rows)
- *          and slice offsets; bad input: a height under the rows, an LOD,
- *          pitch < width, an overflowing z
+ *          random depths, heights (the host's sometimes exactly the rows;
+ *          for one slice sometimes 0 or under the rows) and slice
+ *          offsets; bad input: a height under the rows, an LOD, pitch <
+ *          width, an overflowing z
  *   array  cuMemcpyHtoA / AtoH and their Async forms with a 1D array, at
  *          whole elements and not, past the end, into a 2D array, an
  *          unknown format
@@ -30,9 +33,10 @@
 #include <cuda.h>
 #include <stdint.h>
 
-/* 1: leave out the overflowing extents, on which the real driver crashes
- * (H100, driver 580: a 2D pitch of SIZE_MAX / 4, a 3D z of SIZE_MAX / 8, a
- * row SIZE_MAX / 2 beside an array); the fake answers them. */
+/* 1: leave out the cases on which the real driver crashes (H100 and H200,
+ * driver 580: a 2D pitch of SIZE_MAX / 4, a 3D z of SIZE_MAX / 8, a row
+ * SIZE_MAX / 2 beside an array, a unified pointer past the allocation);
+ * the fake answers them. */
 #ifndef SC_DRIVER_CRASHES
 #define SC_DRIVER_CRASHES 0
 #endif
@@ -139,7 +143,17 @@ static CUresult copy2d(const CUDA_MEMCPY2D *m, int api)
     case 0: return SC(Memcpy2D)(m);
     case 1: return SC(Memcpy2DUnaligned)(m);
     case 2: return SC(Memcpy2DAsync)(m, S);
-    default: return SC(Memcpy2DAsync)(m, 0);
+    case 3: return SC(Memcpy2DAsync)(m, 0);
+    default: { /* as the runtime hands cudaMemcpy2DToArray on: one slice, heights 0 */
+        CUDA_MEMCPY3D t;
+        memset(&t, 0, sizeof t);
+        t.srcXInBytes = m->srcXInBytes, t.srcY = m->srcY, t.srcMemoryType = m->srcMemoryType;
+        t.srcHost = m->srcHost, t.srcDevice = m->srcDevice, t.srcArray = m->srcArray, t.srcPitch = m->srcPitch;
+        t.dstXInBytes = m->dstXInBytes, t.dstY = m->dstY, t.dstMemoryType = m->dstMemoryType;
+        t.dstHost = m->dstHost, t.dstDevice = m->dstDevice, t.dstArray = m->dstArray, t.dstPitch = m->dstPitch;
+        t.WidthInBytes = m->WidthInBytes, t.Height = m->Height, t.Depth = 1;
+        return SC(Memcpy3D)(&t);
+    }
     }
 }
 
@@ -219,8 +233,9 @@ static void case_2d(int i, int h2d, int arr, int uni, int api, int bad)
         else
             m.dstHost = NULL, m.dstDevice = 0;
         break;
-    case BOGUS_DEV: /* a pointer past the allocation (no bogus array handle: the driver may crash) */
-        if (!arr)
+    case BOGUS_DEV: /* a pointer past the allocation (no bogus array handle: the driver may crash, and
+                     * does on a unified one: H200, driver 580) */
+        if (!arr && !(uni && SC_DRIVER_CRASHES))
             *(h2d ? &m.dstDevice : &m.srcDevice) = DEV + ((size_t)1 << 40);
         break;
     case PAST_END:
@@ -265,6 +280,11 @@ static void case_3d(int i, int h2d, int uni, int api, int bad)
             rows /= 2, hh = dh = rows;
         else
             w /= 2, hp = w + hx, dp = w + dx;
+    }
+    /* one slice: heights of 0 (the runtime's 2D copies) or under the rows */
+    if (depth == 1 && !R(0, 2)) {
+        hh = R(0, 1) ? 0 : R(1, rows);
+        dh = R(0, 1) ? 0 : R(1, rows);
     }
     CUmemorytype t = uni ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
     CUDA_MEMCPY3D m;
@@ -379,7 +399,7 @@ static int shape_cases(int n)
         if (getenv("SC_TRACE")) /* which case a crash of the driver was in */
             fprintf(stderr, "case %d: kind %d h2d %d bad %d\n", i, kind, h2d, bad);
         if (kind < 6)
-            case_2d(i, h2d, kind >= 4, kind == 3, (int)R(0, 3), bad);
+            case_2d(i, h2d, kind >= 4, kind == 3, (int)R(0, 4), bad);
         else if (kind >= 10)
             case_3d(i, h2d, kind == 11 && R(0, 1), (int)R(0, 2), R(0, 3) ? OK3 : (int)R(1, NBAD3 - 1));
         else if (kind < 9)

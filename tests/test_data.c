@@ -462,8 +462,8 @@ static void test_device_side(void **s)
 static void copy2d_once(enum hmem k, int variant)
 {
     size_t W = t_rand_range(1, 3000), Hh = t_rand_range(1, 300);
-    size_t hp = W + t_rand_range(0, 100), dp = W + t_rand_range(0, 512), op = W + t_rand_range(0, 100);
-    size_t x = t_rand_range(0, 50), y = t_rand_range(0, 5);
+    size_t x = t_rand_range(0, 50), y = t_rand_range(0, 5); /* each row within its pitch */
+    size_t hp = W + x + t_rand_range(0, 100), dp = W + x + t_rand_range(0, 512), op = W + x + t_rand_range(0, 100);
     struct hbuf src, dst;
     halloc(&src, k, (Hh + y) * hp + x + 64);
     halloc(&dst, k, (Hh + y) * op + x + 64);

@@ -724,14 +724,15 @@ static CUmemorytype mtype(int b, uint64_t salt)
     return k == B_DEV || k == B_MANAGED ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
 }
 
-static void side3d(CUDA_MEMCPY3D *m, int dst, int b, size_t off, uint64_t salt)
+static void side3d(CUDA_MEMCPY3D *m, int dst, int b, size_t off, size_t slack, uint64_t salt)
 {
     CUmemorytype t = mtype(b, salt >> (dst ? 1 : 2));
     if (P.b[b].kind == B_DEV && t == CU_MEMORYTYPE_HOST)
         t = CU_MEMORYTYPE_DEVICE;
     uintptr_t a = addr(b, 0);
-    /* put part of the offset in X, part in the base */
-    size_t x = off / 2, base = off - x;
+    /* put part of the offset in X (no further than the pitch beyond the
+     * row: the driver refuses a row past its pitch), part in the base */
+    size_t x = off / 2 < slack ? off / 2 : slack, base = off - x;
     if (dst) {
         m->dstMemoryType = t;
         m->dstXInBytes = x;
@@ -777,8 +778,8 @@ static CUresult run_copy(struct tstate *ts, const struct op *o)
     case A_2D: case A_2DU: case A_2D_ASYNC: case A_3D: case A_3D_ASYNC: {
         CUDA_MEMCPY3D m;
         memset(&m, 0, sizeof m);
-        side3d(&m, 1, g->dst, g->doff, o->salt);
-        side3d(&m, 0, g->src, g->soff, o->salt);
+        side3d(&m, 1, g->dst, g->doff, o->dpitch - o->W, o->salt);
+        side3d(&m, 0, g->src, g->soff, o->spitch - o->W, o->salt);
         m.WidthInBytes = o->W;
         m.Height = o->H;
         m.Depth = o->Dd;

@@ -16,9 +16,10 @@
  * through), copies of many chunks, and every size staged.  Device memory and
  * arrays are filled and read back through pinned memory, which pinfast
  * never stages: its report's staged rows are the cases' copies alone.
- * A second test checks that a 3D copy of slices far smaller than a chunk
- * passes through.  Internal: test_shapes run <log file>, test_shapes
- * slices. */
+ * Two more tests: a 3D copy of slices far smaller than a chunk passes
+ * through; the runtime's 2D array copies (cuMemcpy3D of one slice, heights
+ * 0) are staged.  Internal: test_shapes run <log file>, test_shapes
+ * slices, test_shapes array. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -82,7 +83,38 @@ static int child_slices(void)
     return 0;
 }
 
-/* ---- the test: plain and pinfast, same seed --------------------------------- */
+/* cudaMemcpy2DToArray and FromArray as the runtime issues them: cuMemcpy3D
+ * of one slice with heights of 0, between 256 rows of 4 KiB, 64 bytes
+ * apart beyond the row, and a 2D array of uchar4; every row brought back
+ * must be the one sent. */
+static int child_array(void)
+{
+    enum { W = 4096, ROWS = 256, PITCH = W + 64 };
+    if (t_setup(NULL))
+        return 30;
+    unsigned char *src = malloc(PITCH * ROWS), *back = calloc(1, PITCH * ROWS);
+    CUDA_ARRAY_DESCRIPTOR d = { .Width = W / 4, .Height = ROWS, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4 };
+    CUarray a;
+    if (!src || !back || D.ArrayCreate(&a, &d))
+        return 31;
+    t_fill(src, PITCH * ROWS, 7);
+    CUDA_MEMCPY3D up = { .WidthInBytes = W, .Height = ROWS, .Depth = 1, .srcMemoryType = CU_MEMORYTYPE_HOST,
+                         .srcHost = src, .srcPitch = PITCH, .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a };
+    CUDA_MEMCPY3D down = { .WidthInBytes = W, .Height = ROWS, .Depth = 1, .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                           .srcArray = a, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = back, .dstPitch = PITCH };
+    if (D.Memcpy3D(&up) || D.Memcpy3D(&down))
+        return 32;
+    for (size_t r = 0; r < ROWS; r++)
+        if (memcmp(src + r * PITCH, back + r * PITCH, W)) {
+            fprintf(stderr, "array row %zu came back wrong\n", r);
+            return 33;
+        }
+    free(src);
+    free(back);
+    return D.ArrayDestroy(a) ? 34 : 0;
+}
+
+/* ---- the tests: plain and pinfast, same seed -------------------------------- */
 static long path_calls(const struct report *r, const char *api, const char *path)
 {
     long n = 0;
@@ -137,6 +169,27 @@ static void equivalence(void **state)
     }
 }
 
+/* Runs the child `what` under pinfast with 64 KiB chunks; *staged and
+ * *passed: its cuMemcpy3D calls by path. */
+static void child_paths(const char *what, long *staged, long *passed)
+{
+    char json[256], stats[300];
+    snprintf(json, sizeof json, "%s/%s.json", sp_dir, what);
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
+    char *argv[] = { "test_shapes", (char *)what, NULL };
+    const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_REGISTER=0", "PINFAST_STATS=json",
+                          stats, NULL };
+    int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
+    if (rc)
+        fail_msg("the %s child exited %d", what, rc);
+    struct report r;
+    if (report_read(json, &r))
+        fail_msg("report: %s", r.err);
+    *staged = path_calls(&r, "cuMemcpy3D", "staged");
+    *passed = path_calls(&r, "cuMemcpy3D", "passthrough");
+    printf("[ 3D       ] %s: staged %ld, passed through %ld\n", what, *staged, *passed);
+}
+
 /* A 3D copy whose slices are under a sixteenth of a chunk passes through:
  * a chunk never crosses a slice, so it would be a DMA and a fence a slice.
  * With chunks of 64 KiB, one of 1 KiB slices passes through and one of
@@ -144,22 +197,20 @@ static void equivalence(void **state)
 static void short_slices(void **state)
 {
     (void)state;
-    char json[256], stats[300];
-    snprintf(json, sizeof json, "%s/slices.json", sp_dir);
-    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
-    char *argv[] = { "test_shapes", "slices", NULL };
-    const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_REGISTER=0", "PINFAST_STATS=json",
-                          stats, NULL };
-    int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
-    if (rc)
-        fail_msg("the child exited %d", rc);
-    struct report r;
-    if (report_read(json, &r))
-        fail_msg("report: %s", r.err);
-    long staged = path_calls(&r, "cuMemcpy3D", "staged"), passed = path_calls(&r, "cuMemcpy3D", "passthrough");
-    printf("[ 3D       ] staged %ld, passed through %ld\n", staged, passed);
+    long staged, passed;
+    child_paths("slices", &staged, &passed);
     assert_int_equal(staged, 2);
     assert_int_equal(passed, 2);
+}
+
+/* The runtime's 2D array copies (one slice, heights 0) are staged. */
+static void runtime_array(void **state)
+{
+    (void)state;
+    long staged, passed;
+    child_paths("array", &staged, &passed);
+    assert_int_equal(staged, 2);
+    assert_int_equal(passed, 0);
 }
 
 int main(int argc, char **argv)
@@ -168,6 +219,9 @@ int main(int argc, char **argv)
         return child_run(argv[2]);
     if (argc == 2 && strcmp(argv[1], "slices") == 0)
         return child_slices();
-    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices) };
+    if (argc == 2 && strcmp(argv[1], "array") == 0)
+        return child_array();
+    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices),
+                                        cmocka_unit_test(runtime_array) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

@@ -1,7 +1,8 @@
 /* Pitched and array copies as staged transfers: their rows are packed into
  * the slots (whole rows a chunk, never across a slice), and each chunk's DMA
  * is one 3D copy of depth 1 between its slot and the device side, moved to
- * the chunk's first row and slice.  A 2D copy is the 3D copy of one slice.
+ * the chunk's first row and slice.  A 2D copy is the 3D copy of one slice
+ * with heights of 0, as the driver reads one.
  * The plan (plan.c) cuts them as any copy; the tasks pack and unpack the
  * rows (workers.h). */
 #include "shape.h"
@@ -37,12 +38,13 @@ struct extent {
 
 /* The side's rows fit the address space from ptr: *first is the first
  * byte's offset, *span the bytes they cover.  Past the first slice, slices
- * lie height rows apart; rows past the height (y + rows over it: the
- * driver refuses them, one slice or several) pass through (the driver
- * answers it). */
+ * lie height rows apart.  Rows past the height (y + rows over it: the
+ * driver refuses them, one slice or several) or past the pitch (x + width
+ * over it) pass through: the driver answers them. */
 static int rows_fit(const struct side *s, struct extent e, size_t *first, size_t *span) {
     size_t end;
-    if (!s->ptr || s->pitch < e.width || s->pitch > MAX_PITCH || s->height < e.h || s->y > s->height - e.h)
+    if (!s->ptr || s->pitch < e.width || s->pitch > MAX_PITCH || s->x > s->pitch - e.width || s->height < e.h ||
+        s->y > s->height - e.h)
         return 0;
     return !__builtin_mul_overflow(s->z, s->height, first) && !__builtin_add_overflow(*first, s->y, first) &&
            !__builtin_mul_overflow(*first, s->pitch, first) && !__builtin_add_overflow(*first, s->x, first) &&
@@ -150,6 +152,12 @@ static struct side side_of(CUmemorytype type, const void *host, CUdeviceptr dev,
  * byte must be pageable now, not in a cached answer. */
 static int pageable(const void *host) { return pf_classify_uncached((uintptr_t)host) == PF_MEM_PAGEABLE; }
 
+/* The row after h rows from y. */
+static size_t rows_end(size_t y, size_t h) {
+    size_t end;
+    return __builtin_add_overflow(y, h, &end) ? SIZE_MAX : end;
+}
+
 int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
     struct side src = side_of(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes, p->srcY, p->srcZ,
                               p->srcPitch, p->srcHeight);
@@ -158,6 +166,16 @@ int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, s
     const struct side *h = rt.dir == PF_DIR_H2D ? &src : &dst, *d = rt.dir == PF_DIR_H2D ? &dst : &src;
     struct extent e = {p->WidthInBytes, p->Height, p->Depth};
     size_t first, span, rows;
+    /* one slice with a height of 0 is a 2D copy to the driver: its rows
+     * from any y, its slices y + rows apart (tests/gpu/probes/
+     * shapes_errors.c, tests/gpu/checks/shapes.sh); the runtime's 2D
+     * copies to and from arrays come so */
+    if (e.d == 1) {
+        if (!src.height)
+            src.height = rows_end(src.y, e.h);
+        if (!dst.height)
+            dst.height = rows_end(dst.y, e.h);
+    }
     if (p->srcLOD || p->dstLOD || p->reserved0 || p->reserved1 || !e.width || !e.h || !e.d ||
         (h->type != CU_MEMORYTYPE_HOST && h->type != CU_MEMORYTYPE_UNIFIED) || !rows_fit(h, e, &first, &span) ||
         __builtin_mul_overflow(e.h, e.d, &rows) || __builtin_mul_overflow(e.width, rows, &x->bytes))
@@ -172,16 +190,8 @@ int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, s
     return !x->shape || e.d == 1 || e.width * e.h >= pf_options()->chunk / SLICE_MIN_SHARE;
 }
 
-/* A 2D copy has no height: its rows end where the copy's do. */
-static size_t height_2d(size_t y, size_t h) {
-    size_t end;
-    return __builtin_add_overflow(y, h, &end) ? SIZE_MAX : end;
-}
-
 int pf_shape_2d(const CUDA_MEMCPY2D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
     CUDA_MEMCPY3D m = {
-        .srcHeight = height_2d(p->srcY, p->Height),
-        .dstHeight = height_2d(p->dstY, p->Height),
         .srcXInBytes = p->srcXInBytes,
         .srcY = p->srcY,
         .srcMemoryType = p->srcMemoryType,

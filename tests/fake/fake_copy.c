@@ -202,9 +202,9 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
     case CU_MEMORYTYPE_ARRAY: {
         struct fake_array_shape a;
-        /* x in whole elements, but for cuMemcpy2DUnaligned; the width need
-         * not be (H100, driver 580) */
-        if (fake_array_get(arr, &a) || (api != API_2D_UNALIGNED && x % a.elem) || x > a.row || W > a.row - x ||
+        /* x in whole elements for cuMemcpy2D, not for 2DUnaligned or 3D;
+         * the width need not be (H100 and H200, driver 580) */
+        if (fake_array_get(arr, &a) || (api == API_2D && x % a.elem) || x > a.row || W > a.row - x ||
             y > a.height || H > a.height - y || z > a.depth || D > a.depth - z)
             return CUDA_ERROR_INVALID_VALUE;
         *pitch = a.row;
@@ -217,8 +217,16 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     }
     /* a 3D copy's rows must lie within each side's height, one slice or
      * several (H100, driver 580: y 1 + 32 rows in a height of 32 refused,
-     * at depth 1 and 8); a 2D copy has no height */
-    if (base == 0 || (*pitch < W && (!in3d || H > 1 || D > 1)) || (in3d && (*height < H || y > *height - H)))
+     * at depth 1 and 8); a 2D copy has no height, nor has one slice of a
+     * height of 0, its rows from any y and its slices y + H rows apart
+     * (H200, driver 580: tests/gpu/probes/shapes_errors.c, tests/gpu/
+     * checks/shapes.sh); a row past its pitch (x + W over it) is refused,
+     * 2D or 3D (H200, driver 580) */
+    int unbounded = in3d && D == 1 && *height == 0;
+    if (unbounded)
+        *height = y + H;
+    if (base == 0 || *pitch < W || x > *pitch - W ||
+        (in3d && !unbounded && (*height < H || y > *height - H)))
         return CUDA_ERROR_INVALID_VALUE;
     size_t start, span, end;
     /* extents that overflow the address space */
@@ -248,12 +256,11 @@ static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync, enu
     if (c->WidthInBytes == 0 || c->Height == 0 || c->Depth == 0)
         return CUDA_SUCCESS;
     size_t W = c->WidthInBytes, H = c->Height, D = c->Depth;
-    /* one row of a 3D copy needs no pitch; a 2D copy's pitch under its
-     * width is refused even for one row (H100, driver 580) */
-    size_t sp = in3d && c->srcPitch < W && H == 1 && D == 1 ? W : c->srcPitch;
-    size_t dp = in3d && c->dstPitch < W && H == 1 && D == 1 ? W : c->dstPitch;
-    size_t sh = D == 1 && c->srcHeight < H ? H : c->srcHeight;
-    size_t dh = D == 1 && c->dstHeight < H ? H : c->dstHeight;
+    /* one row of a 3D copy needs no pitch (0); a pitch under the width is
+     * refused, in 2D even for one row (H100 and H200, driver 580) */
+    size_t sp = in3d && !c->srcPitch && H == 1 && D == 1 ? W : c->srcPitch;
+    size_t dp = in3d && !c->dstPitch && H == 1 && D == 1 ? W : c->dstPitch;
+    size_t sh = c->srcHeight, dh = c->dstHeight;
     char *src, *dst;
     enum fake_mem_kind sk, dk;
     if ((r = operand(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes,

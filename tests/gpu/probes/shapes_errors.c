@@ -79,6 +79,10 @@ int main(void) {
     m = h2d(); m.srcHost = NULL; line("2D NULL host", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.WidthInBytes = 0; line("2D width 0", cuMemcpy2D(&m), 0);
     m = h2d(); m.Height = 0; line("2D height 0", cuMemcpy2D(&m), 0);
+    m = h2d(); m.dstXInBytes = DEVPITCH - W + 1; line("2D device x + width past the pitch", cuMemcpy2D(&m), 1);
+    m = h2d(); m.dstXInBytes = DEVPITCH - W + 1;
+    line("2DUnaligned device x + width past the pitch", cuMemcpy2DUnaligned(&m), 1);
+    m = h2d(); m.srcXInBytes = 25; line("2D host x + width past the pitch", cuMemcpy2D(&m), 1);
     m = h2d(); m.dstMemoryType = (CUmemorytype)9; line("2D memory type 9", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = h2d(); m.dstMemoryType = CU_MEMORYTYPE_UNIFIED; line("2D unified device side", cuMemcpy2D(&m), 0);
     m = h2d(); m.srcMemoryType = CU_MEMORYTYPE_UNIFIED; m.srcDevice = (CUdeviceptr)(uintptr_t)host;
@@ -122,6 +126,9 @@ int main(void) {
                         .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = arr, .dstY = 32, .dstHeight = 48,
                         .WidthInBytes = 4096, .Height = 16, .Depth = 1};
     line("chunk DMA: 3DAsync pinned -> array rows 32..47", cuMemcpy3DAsync(&ca, 0), 0);
+    CUDA_MEMCPY3D cw = ca;
+    cw.dstXInBytes = 4, cw.WidthInBytes = 4000;
+    line("3D to array x not a whole element", cuMemcpy3DAsync(&cw, 0), 0);
     CUDA_MEMCPY3D cx = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = pinned, .srcPitch = 800, .srcHeight = 1,
                         .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = arr1d, .dstXInBytes = 808,
                         .WidthInBytes = 800, .Height = 1, .Depth = 1};
@@ -134,6 +141,14 @@ int main(void) {
     line("3D valid (3 slices)", cuMemcpy3D(&w), 0);
     w = v, w.srcHeight = 7; line("3D host height < rows, 3 slices", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
     w = v, w.Depth = 1, w.srcHeight = 0; line("3D host height 0, 1 slice", cuMemcpy3D(&w), 0);
+    w = v, w.Depth = 1, w.srcHeight = 5; line("3D host height 5 < rows 8, 1 slice", cuMemcpy3D(&w), 1);
+    w = v, w.Depth = 1, w.dstHeight = 0; line("3D device height 0, 1 slice", cuMemcpy3D(&w), 0);
+    w = v, w.Depth = 1, w.dstHeight = 3; line("3D device height 3 < rows 8, 1 slice", cuMemcpy3D(&w), 1);
+    w = v, w.Depth = 1, w.srcHeight = 0, w.srcY = 1; line("3D host height 0, 1 slice from row 1", cuMemcpy3D(&w), 0);
+    w = v, w.Depth = 1, w.dstHeight = 0, w.dstY = 1; line("3D device height 0, 1 slice from row 1", cuMemcpy3D(&w), 0);
+    w = v, w.Depth = 1, w.Height = 1, w.srcPitch = 0; line("3D one row, host pitch 0", cuMemcpy3D(&w), 0);
+    w = v, w.Depth = 1, w.Height = 1, w.srcPitch = W - 1; line("3D one row, host pitch < width", cuMemcpy3D(&w), 1);
+    w = v, w.dstXInBytes = DEVPITCH - W + 1; line("3D device x + width past the pitch", cuMemcpy3D(&w), 1);
     w = v, w.srcLOD = 1; line("3D srcLOD 1", cuMemcpy3D(&w), 0);
     w = v, w.dstZ = 3; line("3D dstZ past the allocation", cuMemcpy3D(&w), CUDA_ERROR_INVALID_VALUE);
     CUDA_MEMCPY3D cz = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = pinned, .srcPitch = W, .srcHeight = 5,
