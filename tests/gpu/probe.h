@@ -2,8 +2,8 @@
  * probe_*.c) share: the monotonic clock in seconds, a qsort comparison of
  * doubles and a median, a pause and a streaming-store copy, a written
  * range on huge pages and its check, and, with
- * cuda.h included first, a checked driver call and the primary context of
- * device 0 made current. */
+ * cuda.h included first, a checked driver call, a GPU time between events
+ * and the primary context of device 0 made current. */
 #ifndef PINFAST_PROBE_H
 #define PINFAST_PROBE_H
 
@@ -112,6 +112,28 @@ static inline int probe_busy_memsets(CUstream st, CUdeviceptr busy, size_t bytes
     CK(cuEventDestroy(b0));
     CK(cuEventDestroy(b1));
     return (int)(ms / (*one_ms > 0.01f ? *one_ms : 0.01f)) + 1;
+}
+
+/* The median GPU time in ms of `reps` (at most 64) runs of op(arg) queued
+ * on st, each between two events, after `warm` runs not kept. */
+static inline double probe_gpu_ms(CUstream st, void (*op)(void *arg, CUstream st), void *arg, int warm, int reps) {
+    CUevent e0, e1;
+    double ms[64];
+    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    for (int i = -warm; i < reps && i < 64; i++) {
+        float t;
+        CK(cuEventRecord(e0, st));
+        op(arg, st);
+        CK(cuEventRecord(e1, st));
+        CK(cuStreamSynchronize(st));
+        CK(cuEventElapsedTime(&t, e0, e1));
+        if (i >= 0)
+            ms[i] = t;
+    }
+    CK(cuEventDestroy(e0));
+    CK(cuEventDestroy(e1));
+    return probe_median(ms, reps < 64 ? reps : 64);
 }
 
 static inline CUcontext probe_context(void) {

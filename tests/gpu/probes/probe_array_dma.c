@@ -38,24 +38,26 @@ static void copy_rows(int cut, int h2d, CUarray a, char *host, size_t row, size_
     CK(cuMemcpy2DAsync(&m, s));
 }
 
-/* GB/s of the whole array moved in chunks of `chunk` bytes' worth of rows
- * (the whole in one copy for WHOLE). */
-static double rate(int cut, int h2d, CUarray a, char *host, size_t row, size_t h, size_t chunk, CUstream s, CUevent e0,
-                   CUevent e1) {
-    size_t step = cut == WHOLE ? h : chunk / row ? chunk / row : 1;
-    double ms[7];
-    for (int i = -2; i < 7; i++) {
-        CK(cuEventRecord(e0, s));
-        for (size_t y = 0; y < h; y += step)
-            copy_rows(cut, h2d, a, host + y * row, row, y, y + step < h ? step : h - y, s);
-        CK(cuEventRecord(e1, s));
-        CK(cuStreamSynchronize(s));
-        float t;
-        CK(cuEventElapsedTime(&t, e0, e1));
-        if (i >= 0)
-            ms[i] = t;
-    }
-    return (double)(row * h) / (probe_median(ms, 7) * 1e-3) / 1e9;
+/* The whole array moved one way, in chunks of `chunk` bytes' worth of
+ * rows (the whole in one copy for WHOLE). */
+struct array_copy {
+    int cut, h2d;
+    CUarray a;
+    char *host;
+    size_t row, h, chunk;
+};
+
+static void array_copy(void *arg, CUstream s) {
+    const struct array_copy *c = arg;
+    size_t step = c->cut == WHOLE ? c->h : c->chunk / c->row ? c->chunk / c->row : 1;
+    for (size_t y = 0; y < c->h; y += step)
+        copy_rows(c->cut, c->h2d, c->a, c->host + y * c->row, c->row, y, y + step < c->h ? step : c->h - y, s);
+}
+
+/* GB/s of the array moved one way (median of 7 after 2 warm-ups). */
+static double rate(struct array_copy c, int h2d, CUstream s) {
+    c.h2d = h2d;
+    return (double)(c.row * c.h) / (probe_gpu_ms(s, array_copy, &c, 2, 7) * 1e-3) / 1e9;
 }
 
 int main(int argc, char **argv) {
@@ -65,10 +67,7 @@ int main(int argc, char **argv) {
     size_t chunks[] = {(size_t)512 << 10, (size_t)2 << 20, (size_t)8 << 20};
     probe_context();
     CUstream s;
-    CUevent e0, e1;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
     for (int k = 0; k < nshapes; k++) {
         size_t w, h;
         if (sscanf(shapes[k], "%zu:%zu", &w, &h) != 2 || !w || !h) {
@@ -93,8 +92,8 @@ int main(int argc, char **argv) {
             }
             for (int cut = 0; cut < CUTS; cut++)
                 for (int c = 0; c < (cut == WHOLE ? 1 : 3); c++) {
-                    double up = rate(cut, 1, a, host, row, h, chunks[c], s, e0, e1);
-                    double down = rate(cut, 0, a, host, row, h, chunks[c], s, e0, e1);
+                    struct array_copy ac = {.cut = cut, .a = a, .host = host, .row = row, .h = h, .chunk = chunks[c]};
+                    double up = rate(ac, 1, s), down = rate(ac, 0, s);
                     printf("{\"probe\":\"array-dma\",\"row_bytes\":%zu,\"rows\":%zu,\"host\":\"%s\",\"cut\":\"%s\","
                            "\"chunk\":%zu,\"up_gbps\":%.2f,\"down_gbps\":%.2f}\n",
                            row, h, reg ? "registered" : "hostalloc", cut_names[cut], cut == WHOLE ? n : chunks[c], up,

@@ -66,13 +66,26 @@ static void drop(int kind, char *p, size_t n) {
     munmap(p, n);
 }
 
+/* One copy of a size between a host buffer and device memory. */
+struct copy {
+    CUdeviceptr dev;
+    char *host;
+    size_t n;
+    int h2d;
+};
+
+static void one_copy(void *arg, CUstream s) {
+    struct copy *c = arg;
+    if (c->h2d)
+        CK(cuMemcpyHtoDAsync(c->dev, c->host, c->n, s));
+    else
+        CK(cuMemcpyDtoHAsync(c->host, c->dev, c->n, s));
+}
+
 int main(void) {
     probe_context();
     CUstream s;
-    CUevent e0, e1;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
-    CK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
     size_t sizes[] = {(size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
     CUdeviceptr dev;
     CK(cuMemAlloc(&dev, (size_t)1 << 30));
@@ -82,21 +95,8 @@ int main(void) {
             char *host = make(k, n);
             double gbps[2];
             for (int d = 0; d < 2; d++) {
-                double ms[15];
-                for (int i = -3; i < 15; i++) {
-                    CK(cuEventRecord(e0, s));
-                    if (d == 0)
-                        CK(cuMemcpyHtoDAsync(dev, host, n, s));
-                    else
-                        CK(cuMemcpyDtoHAsync(host, dev, n, s));
-                    CK(cuEventRecord(e1, s));
-                    CK(cuStreamSynchronize(s));
-                    float t;
-                    CK(cuEventElapsedTime(&t, e0, e1));
-                    if (i >= 0)
-                        ms[i] = t;
-                }
-                gbps[d] = n / (probe_median(ms, 15) * 1e-3) / 1e9;
+                struct copy c = {.dev = dev, .host = host, .n = n, .h2d = d == 0};
+                gbps[d] = n / (probe_gpu_ms(s, one_copy, &c, 3, 15) * 1e-3) / 1e9;
             }
             printf("%-13s %5zu MiB: H2D %5.1f D2H %5.1f GB/s, %3ld%% in huge pages\n", names[k], n >> 20, gbps[0],
                    gbps[1], k == PINNED ? -1 : huge_kb(host, n) * 100 / (long)(n >> 10));
