@@ -89,13 +89,14 @@ int main(int argc, char **argv)
                 r = api ? cudaMemcpy2DFromArrayAsync(host, pitch, a, x, ey, width, rows, kind, st)
                         : cudaMemcpy2DFromArray(host, pitch, a, x, ey, width, rows, kind);
         } else {
+            // with an array, the extent and position are in elements
             cudaMemcpy3DParms p = {};
-            cudaPitchedPtr hp = make_cudaPitchedPtr(host, pitch, width, rows);
+            cudaPitchedPtr hp = make_cudaPitchedPtr(host, pitch, width / elem, rows);
             if (up)
-                p.srcPtr = hp, p.dstArray = a, p.dstPos = make_cudaPos(x, ey, 0);
+                p.srcPtr = hp, p.dstArray = a, p.dstPos = make_cudaPos(x / elem, ey, 0);
             else
-                p.dstPtr = hp, p.srcArray = a, p.srcPos = make_cudaPos(x, ey, 0);
-            p.extent = make_cudaExtent(width, rows, 1);
+                p.dstPtr = hp, p.srcArray = a, p.srcPos = make_cudaPos(x / elem, ey, 0);
+            p.extent = make_cudaExtent(width / elem, rows, 1);
             p.kind = kind;
             r = api == 3 ? cudaMemcpy3D(&p) : cudaMemcpy3DAsync(&p, s);
         }
