@@ -17,7 +17,10 @@
  *   PFT_NO_THREADS=0 (support/nothreads.c: pinfast's pthread_create fails)
  *                                       -> "staged" by the callers, a warning
  *   PFT_NO_THREADS=2, PINFAST_THREADS=4 -> 2 of 4 workers start: "staged", a warning
- * All with PINFAST_MIN_SIZE=0.  A warning is said once, however many copies. */
+ * All with PINFAST_MIN_SIZE=0.  A warning is said once, however many copies.
+ * One more test has a child ("rounds") make six 16 MiB copies down, then
+ * six up, and reads the staging memory its context pinned and the slots
+ * each copy held. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -66,6 +69,37 @@ static int child_copy(void)
             free(o);
         }
     return 0;
+}
+
+/* Six copies of 16 MiB down, then six up, from or into a new pageable
+ * buffer each time, each checked through pinned memory (never staged). */
+static int child_rounds(void)
+{
+    size_t n = 16 * MiB, bad;
+    unsigned char *pin;
+    CUdeviceptr d;
+    if (t_setup(NULL) || D.MemAllocHost((void **)&pin, n) || D.MemAlloc(&d, n))
+        return 30;
+    uint64_t salt = t_rand();
+    t_fill(pin, n, salt);
+    if (D.MemcpyHtoD(d, pin, n))
+        return 31;
+    for (int k = 0; k < 12; k++) {
+        int h2d = k >= 6;
+        unsigned char *h = malloc(n);
+        if (!h)
+            return 32;
+        if (h2d)
+            memcpy(h, pin, n), memset(pin, 0, n);
+        if (h2d ? D.MemcpyHtoD(d, h, n) || D.MemcpyDtoH(pin, d, n) : D.MemcpyDtoH(h, d, n))
+            return 33;
+        if (!t_check_fill(h2d ? pin : h, n, salt, &bad)) {
+            fprintf(stderr, "round %d: wrong byte at %zu\n", k, bad);
+            return 34;
+        }
+        free(h);
+    }
+    return D.MemFree(d) || D.MemFreeHost(pin) ? 35 : 0;
 }
 
 static int count(const char *s, const char *what)
@@ -146,11 +180,65 @@ static void test_no_threads(void **s) { (void)s; run_case("PFT_NO_THREADS=0", NU
 static void test_two_threads(void **s) { (void)s; run_case("PFT_NO_THREADS=2", "PINFAST_THREADS=4", "staged", 1); }
 static void test_small_chunks(void **s) { (void)s; run_case("PINFAST_CHUNK=64K", "PINFAST_STAGING=192K", "staged", 0); }
 
+/* The most slots the staged copies of one direction held, from the
+ * debug lines ("staged D2H <n> B ...: ..., <slots> slots, ..."). */
+static int most_slots(const char *err, const char *dir)
+{
+    char what[32];
+    int most = 0;
+    snprintf(what, sizeof what, "staged %s ", dir);
+    for (const char *p = err; p && (p = strstr(p, what)); p += strlen(what)) {
+        const char *end = strchr(p, '\n'), *q = strstr(p, " slots, ");
+        int n;
+        if (q && (!end || q < end)) {
+            while (q > p && q[-1] != ' ')
+                q--;
+            if (sscanf(q, "%d", &n) == 1 && n > most)
+                most = n;
+        }
+    }
+    return most;
+}
+
+/* Staging slots by direction: the D2H copies of 16 MiB have more than one
+ * segment of slots pinned over their copies (a D2H holds a slot until the
+ * host has its rows), up to FULL_SPEED_SLOTS (16 slots of 2 MiB); the H2D
+ * copies after them keep to one segment (4 slots) of those. */
+static void test_slots_by_direction(void **s)
+{
+    (void)s;
+    if (!t_pinfast())
+        skip();
+    char file[300], stats[320], errf[300];
+    snprintf(file, sizeof file, "%s/slots.json", sp_dir);
+    snprintf(errf, sizeof errf, "%s/slots.txt", sp_dir);
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", file);
+    const char *set[] = { "PINFAST_STATS=json", stats, "PINFAST_REGISTER=0", "PINFAST_LOG=debug", "PFT_PINFAST=1", NULL };
+    char *argv[] = { "test_resources", "rounds", NULL };
+    int rc = sp_run(argv, 1, set, "/dev/null", errf, 120, NULL);
+    char *err = sp_slurp(errf, NULL);
+    if (rc)
+        fail_msg("rounds: child status %d\n%s", rc, err ? err : "");
+    static struct report r;
+    if (report_read(file, &r))
+        fail_msg("report: %s", r.err);
+    int down = most_slots(err, "D2H"), up = most_slots(err, "H2D");
+    free(err);
+    printf("[ slots    ] %lld MiB pinned; most slots a copy held: D2H %d, H2D %d\n", r.staging.pinned_bytes >> 20, down,
+           up);
+    assert_true(r.staging.pinned_bytes > 8 * (long long)MiB && r.staging.pinned_bytes <= 32 * (long long)MiB);
+    assert_true(down > 4);
+    assert_int_equal(up, 4);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "copy") == 0)
         return child_copy();
+    if (argc == 2 && strcmp(argv[1], "rounds") == 0)
+        return child_rounds();
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slots_by_direction),
         cmocka_unit_test(test_staging_off),
         cmocka_unit_test(test_stage_off),
         cmocka_unit_test(test_pinning_fails),

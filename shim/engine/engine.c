@@ -205,13 +205,26 @@ static int stage_copy(const struct pf_xfer *x, CUresult *result, int debug, stru
     *result = CUDA_SUCCESS;
     land_prefix(&r, x, c, result);
     int want = slots_wanted(&r.plan, r.rest.bytes, most);
+    /* an H2D under LEAN_FROM keeps to one segment of slots, however many
+     * the context has: more of them filling at once slowed it
+     * (docs/tuning.md#slots-pinned-as-copies-need-them-segment_slots-full_speed_slots) */
+    if (x->dir == PF_DIR_H2D && r.rest.bytes < LEAN_FROM && want > SEGMENT_SLOTS)
+        want = SEGMENT_SLOTS;
     r.planned = r.synced = r.woken = pf_stamp(stamps);
     if (r.rest.bytes && *result == CUDA_SUCCESS) {
         uintptr_t who = pf_fence_owner(x->stream);
         /* a copy that finds fewer slots free than keep it at full speed
          * (or than it wants) has more pinned, so each copy at once gets its
-         * own: SEGMENT_SLOTS under LEAN_FROM, FULL_SPEED_SLOTS from there */
+         * own: SEGMENT_SLOTS under LEAN_FROM, FULL_SPEED_SLOTS from there.
+         * A D2H holds each slot until the host has its rows: under LEAN_FROM
+         * it may have one segment more than the context has, which so grows
+         * to FULL_SPEED_SLOTS over its copies, its first pinning no more
+         * (docs/tuning.md#slots-pinned-as-copies-need-them-segment_slots-full_speed_slots) */
         int enough = r.rest.bytes < LEAN_FROM ? SEGMENT_SLOTS : FULL_SPEED_SLOTS;
+        if (x->dir == PF_DIR_D2H && enough < FULL_SPEED_SLOTS) {
+            int more = __atomic_load_n(&c->nslots, __ATOMIC_ACQUIRE) + SEGMENT_SLOTS;
+            enough = more < FULL_SPEED_SLOTS ? more : FULL_SPEED_SLOTS;
+        }
         enough = want < enough ? want : enough;
         r.held = pf_slots_acquire(c, h, want, who);
         while (r.held < enough && pf_slots_grow(c))
