@@ -27,25 +27,32 @@ struct target {
 static void copy_rows(int cut, int h2d, const struct target *t, char *host, size_t row, size_t y, size_t n,
                       CUstream s) {
     CUmemorytype dt = t->array ? CU_MEMORYTYPE_ARRAY : CU_MEMORYTYPE_DEVICE;
-    if (cut == CHUNK3D) {
-        CUDA_MEMCPY3D m = {.WidthInBytes = row, .Height = n, .Depth = 1};
-        if (h2d)
-            m.srcMemoryType = CU_MEMORYTYPE_HOST, m.srcHost = host, m.srcPitch = row, m.dstMemoryType = dt,
-            m.dstArray = t->array, m.dstDevice = t->dev, m.dstPitch = t->pitch, m.dstY = y;
-        else
-            m.dstMemoryType = CU_MEMORYTYPE_HOST, m.dstHost = host, m.dstPitch = row, m.srcMemoryType = dt,
-            m.srcArray = t->array, m.srcDevice = t->dev, m.srcPitch = t->pitch, m.srcY = y;
-        CK(cuMemcpy3DAsync(&m, s));
-        return;
-    }
-    CUDA_MEMCPY2D m = {.WidthInBytes = row, .Height = n};
+    CUDA_MEMCPY3D m = {.WidthInBytes = row, .Height = n, .Depth = 1};
     if (h2d)
         m.srcMemoryType = CU_MEMORYTYPE_HOST, m.srcHost = host, m.srcPitch = row, m.dstMemoryType = dt,
         m.dstArray = t->array, m.dstDevice = t->dev, m.dstPitch = t->pitch, m.dstY = y;
     else
         m.dstMemoryType = CU_MEMORYTYPE_HOST, m.dstHost = host, m.dstPitch = row, m.srcMemoryType = dt,
         m.srcArray = t->array, m.srcDevice = t->dev, m.srcPitch = t->pitch, m.srcY = y;
-    CK(cuMemcpy2DAsync(&m, s));
+    if (cut == CHUNK3D) {
+        CK(cuMemcpy3DAsync(&m, s));
+        return;
+    }
+    CUDA_MEMCPY2D m2 = {.srcY = m.srcY,
+                        .srcMemoryType = m.srcMemoryType,
+                        .srcHost = m.srcHost,
+                        .srcDevice = m.srcDevice,
+                        .srcArray = m.srcArray,
+                        .srcPitch = m.srcPitch,
+                        .dstY = m.dstY,
+                        .dstMemoryType = m.dstMemoryType,
+                        .dstHost = m.dstHost,
+                        .dstDevice = m.dstDevice,
+                        .dstArray = m.dstArray,
+                        .dstPitch = m.dstPitch,
+                        .WidthInBytes = row,
+                        .Height = n};
+    CK(cuMemcpy2DAsync(&m2, s));
 }
 
 /* The whole target moved one way, in chunks of `chunk` bytes' worth of
