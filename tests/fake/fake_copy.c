@@ -185,7 +185,7 @@ FAKE_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstCon
 
 /* ---- 2-D and 3-D copies ------------------------------------------------------------- */
 /* The entry point a copy came through: their checks differ. */
-enum shape_api { API_2D, API_2D_UNALIGNED, API_3D };
+enum shape_api { API_2D, API_3D };
 
 /* Resolve one side of a 2D/3D copy to a host address of its first byte;
  * *pitch and *height are the side's (an array's own for an array). */
@@ -202,9 +202,9 @@ static CUresult operand(CUmemorytype t, const void *host, CUdeviceptr dev, CUarr
     case CU_MEMORYTYPE_UNIFIED: base = dev; need_alloc = 0; break;
     case CU_MEMORYTYPE_ARRAY: {
         struct fake_array_shape a;
-        /* x in whole elements for cuMemcpy2D, not for 2DUnaligned or 3D;
-         * the width need not be (H100 and H200, driver 580) */
-        if (fake_array_get(arr, &a) || (api == API_2D && x % a.elem) || x > a.row || W > a.row - x ||
+        /* neither x nor the width need be whole elements, within the row
+         * (H100 and H200, driver 580: tests/gpu/checks/shapes.sh) */
+        if (fake_array_get(arr, &a) || x > a.row || W > a.row - x ||
             y > a.height || H > a.height - y || z > a.depth || D > a.depth - z)
             return CUDA_ERROR_INVALID_VALUE;
         *pitch = a.row;
@@ -294,8 +294,8 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync, enu
 
 FAKE_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1, API_2D); }
 FAKE_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1, API_2D); }
-FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1, API_2D_UNALIGNED); }
-FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1, API_2D_UNALIGNED); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 0, 1, API_2D); }
+FAKE_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { FAKE_ENTER(); return copy2d(pCopy, NULL, 1, 1, API_2D); }
 FAKE_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 0, 0, API_2D); }
 FAKE_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { FAKE_ENTER(); return copy2d(pCopy, hStream, 1, 0, API_2D); }
 FAKE_API CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) { FAKE_ENTER(); return copy3d(pCopy, NULL, 0, 1, API_3D); }

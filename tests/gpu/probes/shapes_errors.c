@@ -88,7 +88,10 @@ int main(void) {
     m = h2d(); m.srcMemoryType = CU_MEMORYTYPE_UNIFIED; m.srcDevice = (CUdeviceptr)(uintptr_t)host;
     line("2D unified pageable host side", cuMemcpy2D(&m), 0);
     m = to_array(); line("2D to array valid", cuMemcpy2D(&m), 0);
-    m = to_array(); m.dstXInBytes = 4; line("2D to array x not a whole element", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
+    m = to_array(); m.dstXInBytes = 4;
+    line("2D to array x off an element, past the row", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
+    m = to_array(); m.dstXInBytes = 4, m.WidthInBytes = 4000;
+    line("2D to array x off an element, within the row", cuMemcpy2D(&m), 0);
     m = to_array(); m.WidthInBytes = 12; line("2D to array width not whole elements", cuMemcpy2D(&m), 0);
     m = to_array(); m.dstXInBytes = 8; line("2D to array past the row", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
     m = to_array(); m.dstY = 1; line("2D to array past the rows", cuMemcpy2D(&m), CUDA_ERROR_INVALID_VALUE);
