@@ -9,8 +9,10 @@
  * destination's bytes outside the copy checked as well).  The test runs the child on the
  * fake alone and under pinfast with the same seed, and the logs must be
  * equal; pinfast's report must show each shape staged (so the test fails
- * when pinfast passes a shape through).  tests/gpu/checks/shapes.cu runs
- * the same cases on the GPU.
+ * when pinfast passes a shape through).  A third run, with pinfast's
+ * registrations, registers the cases' host buffer early: its later cases
+ * go through the registration, and their log must be plain's too.
+ * tests/gpu/checks/shapes.cu runs the same cases on the GPU.
  *
  * Slots of 64 KiB and PINFAST_MIN_SIZE=0: rows wider than a slot (passed
  * through), copies of many chunks, and every size staged.  Device memory and
@@ -18,8 +20,9 @@
  * never stages: its report's staged rows are the cases' copies alone.
  * Two more tests: a 3D copy of slices far smaller than a chunk passes
  * through; the runtime's 2D array copies (cuMemcpy3D of one slice, heights
- * 0) are staged.  Internal: test_shapes run <log file>, test_shapes
- * slices, test_shapes array. */
+ * 0) are staged; pitched copies of a block copied again and again go
+ * through its registration.  Internal: test_shapes run <log file>,
+ * test_shapes slices, test_shapes array, test_shapes held <slice rows>. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -28,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CASES 360
 
@@ -114,6 +118,68 @@ static int child_array(void)
     return D.ArrayDestroy(a) ? 34 : 0;
 }
 
+/* The rows of one heap block copied again and again, 3D to pitched device
+ * memory and back (slices of `slice_rows` rows) and 2D (the runtime's
+ * form) to an array and back, one way synchronous and the other
+ * asynchronous: once the registrar has registered the block, each copy
+ * goes through its registration.  Every row brought back must be the one
+ * sent, and no byte between rows written. */
+static int child_held(size_t slice_rows)
+{
+    enum { W = 4096, ROWS = 256, SLICES = 2, PITCH = W + 64, N = PITCH * ROWS * SLICES, GAP = 0xee };
+    if (t_setup(NULL))
+        return 30;
+    unsigned char *src = malloc(N), *back = malloc(N);
+    CUDA_ARRAY_DESCRIPTOR d = { .Width = W / 4, .Height = ROWS, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4 };
+    CUarray a;
+    CUdeviceptr dev;
+    CUstream st;
+    if (!src || !back || D.MemAlloc(&dev, N) || D.ArrayCreate(&a, &d) || D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
+        return 31;
+    size_t h = slice_rows, depth = ROWS * SLICES / slice_rows;
+    CUDA_MEMCPY3D up = { .WidthInBytes = W, .Height = h, .Depth = depth, .srcMemoryType = CU_MEMORYTYPE_HOST,
+                         .srcHost = src, .srcPitch = PITCH, .srcHeight = h, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                         .dstDevice = dev, .dstPitch = PITCH, .dstHeight = h };
+    CUDA_MEMCPY3D down = { .WidthInBytes = W, .Height = h, .Depth = depth, .srcMemoryType = CU_MEMORYTYPE_DEVICE,
+                           .srcDevice = dev, .srcPitch = PITCH, .srcHeight = h, .dstMemoryType = CU_MEMORYTYPE_HOST,
+                           .dstHost = back, .dstPitch = PITCH, .dstHeight = h };
+    CUDA_MEMCPY3D to_array = { .WidthInBytes = W, .Height = ROWS, .Depth = 1, .srcMemoryType = CU_MEMORYTYPE_HOST,
+                               .srcHost = src, .srcPitch = PITCH, .dstMemoryType = CU_MEMORYTYPE_ARRAY, .dstArray = a };
+    CUDA_MEMCPY3D from_array = { .WidthInBytes = W, .Height = ROWS, .Depth = 1, .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                                 .srcArray = a, .dstMemoryType = CU_MEMORYTYPE_HOST, .dstHost = back,
+                                 .dstPitch = PITCH };
+    for (int round = 0; round < 40; round++) {
+        for (int k = 0; k < 2; k++) {
+            size_t rows = k ? ROWS : ROWS * SLICES;
+            t_fill(src, N, (uint64_t)(2 * round + k + 1));
+            memset(back, GAP, N);
+            /* the stream does not block: it is waited for before the legacy
+             * stream's copy */
+            CUresult r = k ? D.Memcpy3DAsync(&to_array, st) : D.Memcpy3D(&up);
+            r = r ? r : D.StreamSynchronize(st);
+            r = r ? r : k ? D.Memcpy3D(&from_array) : D.Memcpy3DAsync(&down, st);
+            if (r || D.StreamSynchronize(st))
+                return 32;
+            for (size_t row = 0; row < rows; row++) {
+                if (memcmp(src + row * PITCH, back + row * PITCH, W)) {
+                    fprintf(stderr, "round %d, %s: row %zu came back wrong\n", round, k ? "array" : "3D", row);
+                    return 33;
+                }
+                for (size_t b = W; b < PITCH; b++)
+                    if (back[row * PITCH + b] != GAP) {
+                        fprintf(stderr, "round %d, %s: byte %zu after row %zu written\n", round, k ? "array" : "3D",
+                                b - W, row);
+                        return 34;
+                    }
+            }
+        }
+        usleep(5000); /* the registrar's turn */
+    }
+    free(src);
+    free(back);
+    return D.ArrayDestroy(a) || D.MemFree(dev) || D.StreamDestroy(st) ? 35 : 0;
+}
+
 /* ---- the tests: plain and pinfast, same seed -------------------------------- */
 static long path_calls(const struct report *r, const char *api, const char *path)
 {
@@ -124,38 +190,58 @@ static long path_calls(const struct report *r, const char *api, const char *path
     return n;
 }
 
-static void equivalence(void **state)
+/* The child's log run as `name`: plain (pinfast 0) or under pinfast, with
+ * `reg` for PINFAST_REGISTER and its report into json. */
+static void run_cases(const char *seed, const char *name, int pinfast, const char *reg, const char *json, char *log,
+                      size_t n)
 {
-    (void)state;
-    char seed[64], logs[2][256], json[256], stats[300];
-    snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
-    snprintf(json, sizeof json, "%s/report.json", sp_dir);
+    char stats[300];
+    snprintf(log, n, "%s/%s.log", sp_dir, name);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
-    for (int v = 0; v < 2; v++) {
-        snprintf(logs[v], sizeof logs[v], "%s/%s.log", sp_dir, v ? "pinfast" : "plain");
-        char *argv[] = { "test_shapes", "run", logs[v], NULL };
-        /* every shape staged: no block of pinfast's heap registered */
-        const char *set[] = { seed, "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", "PINFAST_REGISTER=0",
-                              "PINFAST_STATS=json", stats, NULL };
-        int rc = sp_run(argv, v, set, NULL, NULL, 600, NULL);
-        if (rc)
-            fail_msg("the %s child exited %d", v ? "pinfast" : "plain", rc);
-    }
-    char *a = sp_slurp(logs[0], NULL), *b = sp_slurp(logs[1], NULL);
+    char *argv[] = { "test_shapes", "run", log, NULL };
+    const char *set[] = { seed, "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", reg,
+                          "PINFAST_STATS=json", stats, NULL };
+    int rc = sp_run(argv, pinfast, set, NULL, NULL, 600, NULL);
+    if (rc)
+        fail_msg("the %s child exited %d", name, rc);
+}
+
+/* The two logs, line by line. */
+static void same_lines(const char *plain, const char *other, const char *name)
+{
+    char *a = sp_slurp(plain, NULL), *b = sp_slurp(other, NULL);
     assert_non_null(a);
     assert_non_null(b);
     for (char *p = a, *q = b; *p || *q;) {
         char *pe = strchrnul(p, '\n'), *qe = strchrnul(q, '\n');
         if (pe - p != qe - q || memcmp(p, q, (size_t)(pe - p)))
-            fail_msg("plain and pinfast differ:\n  plain:   %.*s\n  pinfast: %.*s", (int)(pe - p), p,
+            fail_msg("plain and %s differ:\n  plain:   %.*s\n  %s: %.*s", name, (int)(pe - p), p, name,
                      (int)(qe - q), q);
         p = *pe ? pe + 1 : pe;
         q = *qe ? qe + 1 : qe;
     }
     free(a);
     free(b);
+}
+
+/* The cases plain, under pinfast with every shape staged (no block of
+ * pinfast's heap registered), and under pinfast with its registrations:
+ * the cases' host buffer, one block copied again and again, is registered
+ * early and the later cases go through its registration. */
+static void equivalence(void **state)
+{
+    (void)state;
+    char seed[64], logs[3][256], json[2][256];
+    snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
+    snprintf(json[0], sizeof json[0], "%s/report.json", sp_dir);
+    snprintf(json[1], sizeof json[1], "%s/report-registered.json", sp_dir);
+    run_cases(seed, "plain", 0, "PINFAST_REGISTER=0", json[0], logs[0], sizeof logs[0]);
+    run_cases(seed, "staged", 1, "PINFAST_REGISTER=0", json[0], logs[1], sizeof logs[1]);
+    run_cases(seed, "registered", 1, "PINFAST_REGISTER=1", json[1], logs[2], sizeof logs[2]);
+    same_lines(logs[0], logs[1], "staged");
+    same_lines(logs[0], logs[2], "registered");
     struct report r;
-    if (report_read(json, &r))
+    if (report_read(json[0], &r))
         fail_msg("report: %s", r.err);
     static const char *const shapes[] = { "cuMemcpy2D", "cuMemcpy2DUnaligned", "cuMemcpy2DAsync",
                                           "cuMemcpy3D", "cuMemcpy3DAsync",
@@ -167,6 +253,14 @@ static void equivalence(void **state)
         if (!n)
             fail_msg("no %s copy was staged", shapes[i]);
     }
+    if (report_read(json[1], &r))
+        fail_msg("report: %s", r.err);
+    long held = 0;
+    for (size_t i = 0; i < 5; i++) /* the 2D and 3D calls */
+        held += path_calls(&r, shapes[i], "registered");
+    printf("[ regist'd ] 2D and 3D copies through a registration: %ld\n", held);
+    if (!held)
+        fail_msg("no 2D or 3D copy went through a registration");
 }
 
 /* Runs the child `what` under pinfast with 64 KiB chunks; *staged and
@@ -213,6 +307,41 @@ static void runtime_array(void **state)
     assert_int_equal(passed, 0);
 }
 
+/* Pitched copies of a heap block copied again and again go through its
+ * registration, each way, synchronous and asynchronous: in slices of 256
+ * rows (staged until then) and of 1 row (passed through until then). */
+static void held_rows(void **state)
+{
+    (void)state;
+    static const char *const apis[] = { "cuMemcpy3D", "cuMemcpy3DAsync" }, *const dirs[] = { "H2D", "D2H" };
+    static char *const slices[] = { "256", "1" };
+    for (int v = 0; v < 2; v++) {
+        char json[256], stats[300];
+        snprintf(json, sizeof json, "%s/held-%s.json", sp_dir, slices[v]);
+        snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
+        char *argv[] = { "test_shapes", "held", slices[v], NULL };
+        const char *set[] = { "PINFAST_STATS=json", stats, NULL };
+        int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
+        if (rc)
+            fail_msg("the held child (slices of %s rows) exited %d", slices[v], rc);
+        struct report r;
+        if (report_read(json, &r))
+            fail_msg("report: %s", r.err);
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 2; k++) {
+                long n = 0;
+                for (int j = 0; j < r.nt; j++)
+                    if (!strcmp(r.t[j].api, apis[i]) && !strcmp(r.t[j].direction, dirs[k]) &&
+                        !strcmp(r.t[j].path, "registered"))
+                        n += r.t[j].calls;
+                printf("[ held     ] slices of %s rows, %s %s: %ld of 40 through a registration\n", slices[v], apis[i],
+                       dirs[k], n);
+                if (!n)
+                    fail_msg("no %s %s (slices of %s rows) went through a registration", apis[i], dirs[k], slices[v]);
+            }
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "run") == 0)
@@ -221,7 +350,9 @@ int main(int argc, char **argv)
         return child_slices();
     if (argc == 2 && strcmp(argv[1], "array") == 0)
         return child_array();
+    if (argc == 3 && strcmp(argv[1], "held") == 0)
+        return child_held(strtoul(argv[2], NULL, 10));
     const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices),
-                                        cmocka_unit_test(runtime_array) };
+                                        cmocka_unit_test(runtime_array), cmocka_unit_test(held_rows) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

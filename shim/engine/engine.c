@@ -269,9 +269,11 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     /* the caller's CPU time counts for staged copies only (a system call:
      * not made for the others) */
     uint64_t cpu = held > 0 ? 0 : pf_thread_cpu_ns();
+    /* a copy too small to stage is staged while a registration over it is
+     * made; a pitched one of short slices, slow to stage, waits for it */
     if (held > 0)
         done = PF_PATH_REGISTERED;
-    else if ((held < 0 || !x->held_only) && stage_copy(x, result, debug, tl, t0, mark))
+    else if ((!x->held_only || (held < 0 && !x->shape)) && stage_copy(x, result, debug, tl, t0, mark))
         done = PF_PATH_STAGED;
     else if (held < 0 && pf_registered_copy(x, 1, result) > 0)
         done = PF_PATH_REGISTERED;

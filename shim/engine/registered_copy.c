@@ -1,11 +1,13 @@
 /* A copy through a registration of its host range: one DMA of the driver's
- * straight from or into the program's memory, no CPU copy.  From registered
+ * straight from or into the program's memory, no CPU copy; a pitched copy's
+ * rows in one DMA of the program's own shape, which the DMA engine moves
+ * at pinned speed where staging packs rows one by one.  From registered
  * memory the driver's asynchronous copy is truly asynchronous, where the
  * plain pageable copy is not: an H2D returns once its source has been read,
  * a D2H once its data has landed.  So an asynchronous copy is followed by an
  * event, waited for before returning, as the staged copy waits for its last
- * chunk; a synchronous one ends in the driver's synchronous call, which
- * waits for its DMA itself. */
+ * chunk; a synchronous linear one ends in the driver's synchronous call,
+ * which waits for its DMA itself. */
 #include "engine.h"
 #include "staging.h"
 #include "../driver/driver.h"
@@ -51,8 +53,11 @@ static void learn(struct pace *p, uint64_t ns) {
 }
 
 /* x's DMAs, one per registration holding its bytes, between its host
- * memory and dev, on s. */
+ * memory and dev, on s; a pitched copy's rows are one DMA, its program's
+ * own shape (a registration holds them all: PF_REG_PIECES). */
 static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdeviceptr dev, CUstream s) {
+    if (x->shape)
+        return pf_shape_dma_held(x);
     CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < h->n && r == CUDA_SUCCESS; i++) {
         size_t off = h->piece[i].off, len = h->piece[i].len;
@@ -71,7 +76,9 @@ static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdevicep
  * asleep in the driver; the time taken teaches the pace.  A DMA over
  * before the sleep ended makes the pace a quarter faster (the link got
  * faster).  Behind longer work nothing is known of the DMAs' end: asleep
- * in the driver at once.  *expect: the time the pace gave (0: none). */
+ * in the driver at once.  A pitched copy's DMAs, whose rows may move
+ * slower than a run, teach nothing.  *expect: the time the pace gave (0:
+ * none). */
 static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, uint64_t t0, uint64_t *expect) {
     struct pace *p = &paces[x->dir == PF_DIR_D2H];
     uint64_t start = t0, per = 0;
@@ -94,14 +101,14 @@ static CUresult await_dma(const struct pf_xfer *x, CUevent ev, CUevent before, u
         nanosleep(&ts, NULL);
         CUresult r = PF_CALL(cuEventQuery, ev);
         if (r != CUDA_ERROR_NOT_READY) {
-            if (r == CUDA_SUCCESS)
+            if (r == CUDA_SUCCESS && !x->shape)
                 __atomic_store_n(&p->per, per - per / 4, __ATOMIC_RELAXED);
             return r;
         }
     }
     now = pf_now_ns();
     CUresult r = pf_event_await(ev, (start + due > now ? start + due - now : 0) + due / 2 + POLL_NS);
-    if (r == CUDA_SUCCESS && before)
+    if (r == CUDA_SUCCESS && before && !x->shape)
         learn(p, (uint64_t)((double)(pf_now_ns() - start) / mib));
     return r;
 }
@@ -122,8 +129,9 @@ static int synchronous(const struct pf_xfer *x, const struct pf_hold *h, uint64_
     double mib = (double)x->bytes / (1 << 20);
     uint64_t per = __atomic_load_n(&p->per, __ATOMIC_RELAXED);
     unsigned flags = 0;
-    if (x->async || !per || mib * (double)per >= SLEEP_FROM_NS || PF_CALL(cuCtxGetFlags, &flags) != CUDA_SUCCESS ||
-        (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC || PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS)
+    if (x->async || x->shape || !per || mib * (double)per >= SLEEP_FROM_NS ||
+        PF_CALL(cuCtxGetFlags, &flags) != CUDA_SUCCESS || (flags & CU_CTX_SCHED_MASK) == CU_CTX_SCHED_BLOCKING_SYNC ||
+        PF_CALL(cuStreamQuery, x->stream) != CUDA_SUCCESS)
         return 0;
     struct pf_hold head = *h;
     head.n = h->n - 1;
@@ -188,18 +196,17 @@ static size_t before_slots(const struct pf_xfer *x, const struct pf_context *c) 
 }
 
 int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
-    if (x->shape) /* its host rows are pitched: staged */
-        return 0;
     int debug = pf_log_level() >= PF_DEBUG;
     uint64_t t0 = pf_stamp(debug), t[3] = {t0, t0, t0};
     struct pf_context *c = pf_context_of(x->stream, 0);
-    size_t busy = 0, first = c && !wait ? before_slots(x, c) : 0;
+    /* a pitched copy's registration holds its rows and the gaps between
+     * them; it registers no block at its first sighting */
+    size_t span = x->shape ? pf_shape_host_span(x) : x->bytes;
+    size_t busy = 0, first = c && !wait && !x->shape ? before_slots(x, c) : 0;
     struct pf_hold h;
-    int held = !c     ? 0
-               : wait ? pf_register_await(x->host, x->bytes, &h)
-                      : pf_register_use(x->host, x->bytes, first, &busy, &h);
+    int held = !c ? 0 : wait ? pf_register_await(x->host, span, &h) : pf_register_use(x->host, span, first, &busy, &h);
     if (!held && busy && busy <= first)
-        held = pf_register_await(x->host, x->bytes, &h);
+        held = pf_register_await(x->host, span, &h);
     if (!held) /* being registered: staged, even a copy too small to stage */
         return busy ? -1 : 0;
     /* an asynchronous pageable H2D the driver buffers returns before earlier

@@ -20,7 +20,8 @@
 /* A copy of several slices is staged only when a slice is at least this
  * share of a chunk (PINFAST_CHUNK): a chunk never crosses a slice, and
  * chunks far smaller than the engine's are all fixed costs, a DMA, a fence
- * and the tasks' hand-off each (docs/tuning.md#3d-copies-of-short-slices-pass-through-slice_min_share). */
+ * and the tasks' hand-off each (docs/tuning.md#3d-copies-of-short-slices-pass-through-slice_min_share).
+ * Shorter slices go through a registration (one DMA) or pass through. */
 #define SLICE_MIN_SHARE 16
 
 /* One side of a 2D or 3D copy. */
@@ -186,8 +187,10 @@ int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, s
     int contiguous = hpitch == e.width && (e.d == 1 || h->height == e.h);
     if (!pageable(x->host) || !device_side(d, e, hpitch, h->height * h->pitch, contiguous, rt.dir, x, s))
         return 0;
-    /* a linear copy, or one slice, is cut as any copy */
-    return !x->shape || e.d == 1 || e.width * e.h >= pf_options()->chunk / SLICE_MIN_SHARE;
+    /* a linear copy, or one slice, is cut as any copy; slices shorter than
+     * that are taken through a registration only */
+    x->held_only = x->shape && e.d > 1 && e.width * e.h < pf_options()->chunk / SLICE_MIN_SHARE;
+    return 1;
 }
 
 int pf_shape_2d(const CUDA_MEMCPY2D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s) {
@@ -243,5 +246,27 @@ CUresult pf_shape_dma(const struct pf_xfer *x, void *slot, size_t off, size_t le
         m.srcHost = slot, m.srcPitch = width, m.srcHeight = rows;
     else
         m.dstHost = slot, m.dstPitch = width, m.dstHeight = rows;
+    return PF_CALL(cuMemcpy3DAsync_v2, &m, x->stream);
+}
+
+size_t pf_shape_host_span(const struct pf_xfer *x) {
+    const struct pf_shape *s = x->shape;
+    return s->along_x ? x->bytes : pf_shape_at(s, s->rows - 1) + s->width;
+}
+
+CUresult pf_shape_dma_held(const struct pf_xfer *x) {
+    const struct pf_shape *s = x->shape;
+    CUDA_MEMCPY3D m = s->dma;
+    /* a 1D array's "rows" are its elements: one run; else slices of
+     * slice_rows rows, hslice apart on the host (a whole number of rows
+     * for more than one slice: shape.c takes the program's height) */
+    m.WidthInBytes = s->along_x ? x->bytes : s->width;
+    m.Height = s->along_x ? 1 : s->slice_rows;
+    m.Depth = s->along_x ? 1 : s->rows / s->slice_rows;
+    size_t pitch = s->along_x ? x->bytes : s->hpitch, height = m.Depth > 1 ? s->hslice / s->hpitch : m.Height;
+    if (x->dir == PF_DIR_H2D)
+        m.srcHost = x->host, m.srcPitch = pitch, m.srcHeight = height;
+    else
+        m.dstHost = x->host, m.dstPitch = pitch, m.dstHeight = height;
     return PF_CALL(cuMemcpy3DAsync_v2, &m, x->stream);
 }

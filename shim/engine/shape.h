@@ -12,7 +12,8 @@
 
 /* A 2D or 3D copy routed rt (pf_route_of its sides: pageable H2D or D2H):
  * 1 with x ready to stage (x->shape = s, or NULL when both sides are
- * contiguous: a linear copy), 0 to pass it through. */
+ * contiguous: a linear copy; x->held_only when its slices are too short to
+ * stage), 0 to pass it through. */
 int pf_shape_2d(const CUDA_MEMCPY2D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s);
 int pf_shape_3d(const CUDA_MEMCPY3D *p, struct pf_route rt, struct pf_xfer *x, struct pf_shape *s);
 

@@ -220,6 +220,11 @@ CUresult pf_event_await(CUevent ev, uint64_t poll_ns);
 /* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
  * rows), between the slot and the device side. */
 CUresult pf_shape_dma(const struct pf_xfer *x, void *slot, size_t off, size_t len);
+/* The bytes of the program's memory a pitched copy's host rows span, from
+ * x->host; and the whole copy as one DMA between those rows, which a
+ * registration holds, and the device side, on x->stream. */
+size_t pf_shape_host_span(const struct pf_xfer *x);
+CUresult pf_shape_dma_held(const struct pf_xfer *x);
 
 /* async_d2h.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */

@@ -37,7 +37,7 @@ struct pf_xfer {
     CUstream stream;              /* explicit: CU_STREAM_LEGACY or CU_STREAM_PER_THREAD for 0 */
     int async;                    /* the *Async form: no stream synchronisation before an H2D */
     const struct pf_shape *shape; /* NULL: a linear copy */
-    int held_only;                /* too small to stage: taken only if a registration holds it */
+    int held_only; /* too small (or its slices too short) to stage: taken only if a registration holds it */
 };
 
 #endif
