@@ -270,12 +270,15 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
      * not made for the others) */
     uint64_t cpu = held > 0 ? 0 : pf_thread_cpu_ns();
     /* a copy too small to stage is staged while a registration over it is
-     * made; a pitched one of short slices, slow to stage, waits for it */
-    if (held > 0)
+     * due, being made or retired (passed through, it would need it undone);
+     * a pitched one of short slices, slow to stage, waits for one being
+     * made first */
+    int wait_first = held < 0 && x->held_only && x->shape;
+    if (held > 0 || (wait_first && pf_registered_copy(x, 1, result) > 0))
         done = PF_PATH_REGISTERED;
-    else if ((!x->held_only || (held < 0 && !x->shape)) && stage_copy(x, result, debug, tl, t0, mark))
+    else if ((held < 0 || !x->held_only) && stage_copy(x, result, debug, tl, t0, mark))
         done = PF_PATH_STAGED;
-    else if (held < 0 && pf_registered_copy(x, 1, result) > 0)
+    else if (held < 0 && !wait_first && pf_registered_copy(x, 1, result) > 0)
         done = PF_PATH_REGISTERED;
     if (done == PF_PATH_STAGED)
         __atomic_fetch_add(&caller_ns, pf_thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
