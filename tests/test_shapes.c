@@ -198,11 +198,13 @@ static int child_held(size_t slice_rows)
 }
 
 /* ---- the tests: plain and pinfast, same seed -------------------------------- */
-static long path_calls(const struct report *r, const char *api, const char *path)
+/* The calls of `api` (in direction `dir`; NULL: either) the report counts
+ * on `path`. */
+static long path_calls(const struct report *r, const char *api, const char *dir, const char *path)
 {
     long n = 0;
     for (int i = 0; i < r->nt; i++)
-        if (!strcmp(r->t[i].api, api) && !strcmp(r->t[i].path, path))
+        if (!strcmp(r->t[i].api, api) && (!dir || !strcmp(r->t[i].direction, dir)) && !strcmp(r->t[i].path, path))
             n += r->t[i].calls;
     return n;
 }
@@ -265,7 +267,7 @@ static void equivalence(void **state)
                                           "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyHtoAAsync",
                                           "cuMemcpyAtoHAsync", "cuMemcpyHtoD", "cuMemcpyDtoH" };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        long n = path_calls(&r, shapes[i], "staged");
+        long n = path_calls(&r, shapes[i], NULL, "staged");
         printf("[ staged   ] %s: %ld\n", shapes[i], n);
         if (!n)
             fail_msg("no %s copy was staged", shapes[i]);
@@ -274,30 +276,39 @@ static void equivalence(void **state)
         fail_msg("report: %s", r.err);
     long held = 0;
     for (size_t i = 0; i < 5; i++) /* the 2D and 3D calls */
-        held += path_calls(&r, shapes[i], "registered");
+        held += path_calls(&r, shapes[i], NULL, "registered");
     printf("[ regist'd ] 2D and 3D copies through a registration: %ld\n", held);
     if (!held)
         fail_msg("no 2D or 3D copy went through a registration");
+}
+
+/* Runs the child `test_shapes what [arg]` under pinfast, with the settings
+ * `set` (up to 4) besides its JSON report, and reads the report into r. */
+static void child_report(const char *what, const char *arg, const char *const *set, struct report *r)
+{
+    char json[256], stats[300];
+    snprintf(json, sizeof json, "%s/%s%s.json", sp_dir, what, arg ? arg : "");
+    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
+    char *argv[] = { "test_shapes", (char *)what, (char *)arg, NULL };
+    const char *env[7] = { "PINFAST_STATS=json", stats };
+    for (int i = 0; i < 4 && set[i]; i++)
+        env[2 + i] = set[i];
+    int rc = sp_run(argv, 1, env, NULL, NULL, 120, NULL);
+    if (rc)
+        fail_msg("the %s %s child exited %d", what, arg ? arg : "", rc);
+    if (report_read(json, r))
+        fail_msg("report: %s", r->err);
 }
 
 /* Runs the child `what` under pinfast with 64 KiB chunks; *staged and
  * *passed: its cuMemcpy3D calls by path. */
 static void child_paths(const char *what, long *staged, long *passed)
 {
-    char json[256], stats[300];
-    snprintf(json, sizeof json, "%s/%s.json", sp_dir, what);
-    snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
-    char *argv[] = { "test_shapes", (char *)what, NULL };
-    const char *set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_REGISTER=0", "PINFAST_STATS=json",
-                          stats, NULL };
-    int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
-    if (rc)
-        fail_msg("the %s child exited %d", what, rc);
+    static const char *const set[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_REGISTER=0", NULL };
     struct report r;
-    if (report_read(json, &r))
-        fail_msg("report: %s", r.err);
-    *staged = path_calls(&r, "cuMemcpy3D", "staged");
-    *passed = path_calls(&r, "cuMemcpy3D", "passthrough");
+    child_report(what, NULL, set, &r);
+    *staged = path_calls(&r, "cuMemcpy3D", NULL, "staged");
+    *passed = path_calls(&r, "cuMemcpy3D", NULL, "passthrough");
     printf("[ 3D       ] %s: staged %ld, passed through %ld\n", what, *staged, *passed);
 }
 
@@ -333,35 +344,19 @@ static void held_rows(void **state)
 {
     (void)state;
     static const char *const apis[] = { "cuMemcpy3D", "cuMemcpy3DAsync" }, *const dirs[] = { "H2D", "D2H" };
-    static char *const slices[] = { "256", "1" };
+    static const char *const slices[] = { "256", "1" }, *const none[] = { NULL };
     for (int v = 0; v < 2; v++) {
-        char json[256], stats[300];
-        snprintf(json, sizeof json, "%s/held-%s.json", sp_dir, slices[v]);
-        snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
-        char *argv[] = { "test_shapes", "held", slices[v], NULL };
-        const char *set[] = { "PINFAST_STATS=json", stats, NULL };
-        int rc = sp_run(argv, 1, set, NULL, NULL, 120, NULL);
-        if (rc)
-            fail_msg("the held child (slices of %s rows) exited %d", slices[v], rc);
         struct report r;
-        if (report_read(json, &r))
-            fail_msg("report: %s", r.err);
+        child_report("held", slices[v], none, &r);
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 2; k++) {
-                long n = 0;
-                for (int j = 0; j < r.nt; j++)
-                    if (!strcmp(r.t[j].api, apis[i]) && !strcmp(r.t[j].direction, dirs[k]) &&
-                        !strcmp(r.t[j].path, "registered"))
-                        n += r.t[j].calls;
+                long n = path_calls(&r, apis[i], dirs[k], "registered");
                 printf("[ held     ] slices of %s rows, %s %s: %ld through a registration\n", slices[v], apis[i],
                        dirs[k], n);
                 if (!n)
                     fail_msg("no %s %s (slices of %s rows) went through a registration", apis[i], dirs[k], slices[v]);
             }
-        long staged = 0;
-        for (int j = 0; j < r.nt; j++)
-            if (!strcmp(r.t[j].api, "cuMemcpy3D") && !strcmp(r.t[j].direction, "H2D") && !strcmp(r.t[j].path, "staged"))
-                staged += r.t[j].calls;
+        long staged = path_calls(&r, "cuMemcpy3D", "H2D", "staged");
         printf("[ held     ] slices of %s rows: registrations retired %lld; cuMemcpy3D H2D staged %ld\n", slices[v],
                r.reg.retired, staged);
         assert_true(r.reg.retired > 0);
