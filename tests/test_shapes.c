@@ -37,6 +37,15 @@
 
 #define CASES 360
 
+/* A sanitizer's malloc comes before pinfast in the preload list: pinfast's
+ * heap is off and nothing is registered (docs/design.md); the cases still
+ * check every byte. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define OWN_MALLOC 0
+#else
+#define OWN_MALLOC 1
+#endif
+
 static FILE *LOG;
 #define SC(f) D.f
 #define SC_LOG(...) fprintf(LOG, __VA_ARGS__)
@@ -278,7 +287,7 @@ static void equivalence(void **state)
     for (size_t i = 0; i < 5; i++) /* the 2D and 3D calls */
         held += path_calls(&r, shapes[i], NULL, "registered");
     printf("[ regist'd ] 2D and 3D copies through a registration: %ld\n", held);
-    if (!held)
+    if (!held && OWN_MALLOC)
         fail_msg("no 2D or 3D copy went through a registration");
 }
 
@@ -348,6 +357,8 @@ static void held_rows(void **state)
     for (int v = 0; v < 2; v++) {
         struct report r;
         child_report("held", slices[v], none, &r);
+        if (!OWN_MALLOC)
+            continue; /* the bytes were checked; nothing is registered */
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 2; k++) {
                 long n = path_calls(&r, apis[i], dirs[k], "registered");
