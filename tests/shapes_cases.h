@@ -285,6 +285,11 @@ static void case_3d(int i, int h2d, int uni, int api, int bad)
     if (depth == 1 && !R(0, 2)) {
         hh = R(0, 1) ? 0 : R(1, rows);
         dh = R(0, 1) ? 0 : R(1, rows);
+        /* a height of 0 puts slice z at z * (y + rows) rows: it must fit */
+        if ((hz * (hh ? hh : hy + rows) + hy + rows) * hp > HOSTSIZE)
+            hz = 0;
+        if ((dz * (dh ? dh : dy + rows) + dy + rows) * dp > DEVSIZE)
+            dz = 0;
     }
     CUmemorytype t = uni ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_DEVICE;
     CUDA_MEMCPY3D m;
