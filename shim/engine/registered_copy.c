@@ -12,6 +12,7 @@
 #include "staging.h"
 #include "../driver/driver.h"
 #include "../memory/register.h"
+#include "../memory/register_guard.h"
 #include "../base/message.h"
 
 #include <stdio.h>
@@ -202,6 +203,12 @@ int pf_registered_copy(const struct pf_xfer *x, int wait, CUresult *result) {
     /* a pitched copy's registration holds its rows and the gaps between
      * them; it registers no block at its first sighting */
     size_t span = x->shape ? pf_shape_host_span(x) : x->bytes;
+    /* an asynchronous H2D of short slices registers no block: the driver
+     * takes one behind its stream's work without waiting, where a copy
+     * through a registration waits for that work (probe_driver_staging
+     * slices); through one already made, it goes */
+    if (x->held_only && x->shape && x->async && x->dir == PF_DIR_H2D && pf_register_quiet(x->host, span))
+        return 0;
     size_t busy = 0, first = c && !wait && !x->shape ? before_slots(x, c) : 0;
     struct pf_hold h;
     int held = !c ? 0 : wait ? pf_register_await(x->host, span, &h) : pf_register_use(x->host, span, first, &busy, &h);

@@ -4,16 +4,50 @@
  * copies (from malloc'd memory, each from its own offset), and the time
  * until the last returns is taken.  Well under BUSY_MS: the driver staged
  * them all; about BUSY_MS or more: one of them waited for the stream.
- * Run it plain (it measures the driver).  One JSON line per size and
- * burst: the median return time in ms over REPS.
- *   probe_driver_staging */
+ * With `slices`, one cuMemcpy3DAsync a time instead, of 1 to 32 slices of
+ * 24 rows of 4 KiB, the host rows 64 bytes apart beyond the row: whether
+ * the driver takes a copy of short slices without waiting (pinfast takes
+ * one through its registration of the block, waiting on an event).  Run it
+ * plain (it measures the driver), or under pinfast: its buffer is copied
+ * whole three times first, which registers it.  One JSON line per size and
+ * burst (or slice count): the median return time in ms over REPS.
+ *   probe_driver_staging [slices] */
 #include <cuda.h>
 #include "../probe.h"
 
 #define REPS 7
 #define BUSY_MS 5.0
 
-int main(void) {
+/* One 3D copy of n short slices from h (rows `pitch` apart) to d, behind
+ * `memsets` memsets on st, each slice 24 rows of 4 KiB: the median time
+ * its call took, ms. */
+static double slices_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes, int memsets, unsigned char *h,
+                               CUdeviceptr d, size_t n) {
+    const size_t w = 4096, pitch = w + 64, rows = 24;
+    CUDA_MEMCPY3D m = {.WidthInBytes = w,
+                       .Height = rows,
+                       .Depth = n,
+                       .srcMemoryType = CU_MEMORYTYPE_HOST,
+                       .srcHost = h,
+                       .srcPitch = pitch,
+                       .srcHeight = rows,
+                       .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                       .dstDevice = d,
+                       .dstPitch = w,
+                       .dstHeight = rows};
+    double v[REPS];
+    for (int r = 0; r < REPS; r++) {
+        for (int k = 0; k < memsets; k++)
+            CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
+        double t0 = probe_now();
+        CK(cuMemcpy3DAsync(&m, st));
+        v[r] = (probe_now() - t0) * 1e3;
+        CK(cuStreamSynchronize(st));
+    }
+    return probe_median(v, REPS);
+}
+
+int main(int argc, char **argv) {
     static const size_t sizes[] = {16 << 10, 64 << 10, 96 << 10, 128 << 10, 256 << 10, 512 << 10};
     static const int bursts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
     const size_t most = (size_t)64 << 20, busy_bytes = (size_t)1 << 30;
@@ -28,6 +62,15 @@ int main(void) {
         h[i] = (unsigned char)(i * 131 + 7);
     float one_ms;
     int memsets = probe_busy_memsets(st, busy, busy_bytes, BUSY_MS, &one_ms);
+    if (argc > 1 && !strcmp(argv[1], "slices")) {
+        for (int i = 0; i < 3; i++)
+            CK(cuMemcpyHtoD(d, h, most));
+        for (size_t n = 1; n <= 32; n *= 2)
+            printf("{\"probe\":\"driver_staging_slices\",\"slices\":%zu,\"slice_bytes\":%d,\"busy_ms\":%.1f,"
+                   "\"return_ms\":%.3f}\n",
+                   n, 24 * 4096, memsets * one_ms, slices_return_ms(st, busy, busy_bytes, memsets, h, d, n));
+        return 0;
+    }
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (unsigned k = 0; k < sizeof bursts / sizeof bursts[0]; k++) {
             size_t n = sizes[s];
