@@ -18,11 +18,12 @@
  * through), copies of many chunks, and every size staged.  Device memory and
  * arrays are filled and read back through pinned memory, which pinfast
  * never stages: its report's staged rows are the cases' copies alone.
- * Two more tests: a 3D copy of slices far smaller than a chunk passes
- * through; the runtime's 2D array copies (cuMemcpy3D of one slice, heights
- * 0) are staged; pitched copies of a block copied again and again go
- * through its registration.  Internal: test_shapes run <log file>,
- * test_shapes slices, test_shapes array, test_shapes held <slice rows>. */
+ * More tests: a 3D copy of slices far smaller than a chunk passes through;
+ * the runtime's 2D array copies (cuMemcpy3D of one slice, heights 0) are
+ * staged; pitched copies of a block copied again and again go through its
+ * registration; asynchronous H2D copies of short slices register no block.
+ * Internal: test_shapes run <log file>, test_shapes slices, test_shapes
+ * array, test_shapes held <slice rows>, test_shapes async_slices. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
