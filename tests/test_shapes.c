@@ -21,9 +21,12 @@
  * More tests: a 3D copy of slices far smaller than a chunk passes through;
  * the runtime's 2D array copies (cuMemcpy3D of one slice, heights 0) are
  * staged; pitched copies of a block copied again and again go through its
- * registration; asynchronous H2D copies of short slices register no block.
+ * registration; asynchronous H2D copies of short slices register no block;
+ * asynchronous pitched H2D copies of a registered block behind a long
+ * kernel return at once (bounced).
  * Internal: test_shapes run <log file>, test_shapes slices, test_shapes
- * array, test_shapes held <slice rows>, test_shapes async_slices. */
+ * array, test_shapes held <slice rows>, test_shapes async_slices,
+ * test_shapes busy. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -237,6 +240,65 @@ static int child_async_slices(void)
     return D.MemFree(dev) || D.StreamDestroy(st) ? 34 : 0;
 }
 
+/* A long "kernel" on the stream. */
+static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
+
+/* Asynchronous pitched H2D copies from a heap block copied again and again
+ * (registered under pinfast), each queued behind a long "kernel": slices of
+ * one row (1 MiB), and a 2D copy under PINFAST_MIN_SIZE (128 KiB).  The
+ * driver stages each and returns at once; so must they, and land the bytes
+ * their source held at the call, which is overwritten right after it. */
+static int child_busy(void)
+{
+    enum { W = 4096, PITCH = W + 64, ROWS = 512, N = PITCH * ROWS, HOLD_US = 400000 };
+    if (t_setup(NULL))
+        return 30;
+    unsigned char *src = malloc(N), *sent = malloc(N), *back = malloc(N);
+    CUdeviceptr dev;
+    CUstream st;
+    if (!src || !sent || !back || D.MemAlloc(&dev, N) || D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
+        return 31;
+    for (int round = 0; round < 10; round++) { /* the block, copied whole */
+        t_fill(src, N, (uint64_t)round + 1);
+        if (D.MemcpyHtoD(dev, src, N))
+            return 32;
+        usleep(5000); /* the registrar's turn */
+    }
+    CUDA_MEMCPY3D slices = { .WidthInBytes = W, .Height = 1, .Depth = ROWS / 2, .srcMemoryType = CU_MEMORYTYPE_HOST,
+                             .srcHost = src, .srcPitch = PITCH, .srcHeight = 1,
+                             .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = W,
+                             .dstHeight = 1 };
+    CUDA_MEMCPY2D rows = { .WidthInBytes = W, .Height = 32, .srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = src,
+                           .srcY = 7, .srcPitch = PITCH, .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev,
+                           .dstPitch = W };
+    for (int k = 0; k < 2; k++) {
+        size_t first = k ? 7 : 0, n = k ? 32 : ROWS / 2;
+        t_fill(src, N, (uint64_t)k + 100);
+        memcpy(sent, src, N);
+        if (D.LaunchHostFunc(st, hold, (void *)(uintptr_t)HOLD_US))
+            return 32;
+        double t0 = t_now();
+        CUresult r = k ? D.Memcpy2DAsync(&rows, st) : D.Memcpy3DAsync(&slices, st);
+        double took = t_now() - t0;
+        memset(src, 0xab, N); /* the program reuses its memory at once */
+        if (r || D.StreamSynchronize(st) || D.MemcpyDtoH(back, dev, n * W))
+            return 33;
+        if (took > HOLD_US / 2 * 1e-6) {
+            fprintf(stderr, "%s: returned after %.0f ms, behind the kernel\n", k ? "2D" : "3D", took * 1e3);
+            return 34;
+        }
+        for (size_t row = 0; row < n; row++)
+            if (memcmp(sent + (first + row) * PITCH, back + row * W, W)) {
+                fprintf(stderr, "%s: row %zu came back wrong\n", k ? "2D" : "3D", row);
+                return 35;
+            }
+    }
+    free(src);
+    free(sent);
+    free(back);
+    return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
+}
+
 /* ---- the tests: plain and pinfast, same seed -------------------------------- */
 /* The calls of `api` (in direction `dir`; NULL: either) the report counts
  * on `path`. */
@@ -423,6 +485,32 @@ static void async_slices_unregistered(void **state)
     assert_int_equal(held, 0);
 }
 
+/* Asynchronous pitched H2D copies of a registered block, behind a long
+ * kernel, return at once and land what their source held at the call,
+ * plain and under pinfast, which bounces them: through the registration
+ * they would wait for the kernel (the driver takes registered memory for
+ * pinned, so a copy passed to it would be waited for too). */
+static void busy_stream(void **state)
+{
+    (void)state;
+    static const char *const none[] = { NULL };
+    char *argv[] = { "test_shapes", "busy", NULL };
+    int rc = sp_run(argv, 0, NULL, NULL, NULL, 120, NULL);
+    if (rc)
+        fail_msg("the plain busy child exited %d", rc);
+    struct report r;
+    child_report("busy", NULL, none, &r);
+    if (!OWN_MALLOC)
+        return; /* the bytes and the times were checked; nothing is registered */
+    long b3 = path_calls(&r, "cuMemcpy3DAsync", "H2D", "bounced"),
+         b2 = path_calls(&r, "cuMemcpy2DAsync", "H2D", "bounced");
+    printf("[ busy     ] bounced: cuMemcpy3DAsync %ld, cuMemcpy2DAsync %ld; registered copies %lld\n", b3, b2,
+           r.reg.copies);
+    assert_true(r.reg.copies > 0);
+    assert_int_equal(b3, 1);
+    assert_int_equal(b2, 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "run") == 0)
@@ -433,10 +521,12 @@ int main(int argc, char **argv)
         return child_array();
     if (argc == 2 && strcmp(argv[1], "async_slices") == 0)
         return child_async_slices();
+    if (argc == 2 && strcmp(argv[1], "busy") == 0)
+        return child_busy();
     if (argc == 3 && strcmp(argv[1], "held") == 0)
         return child_held(strtoul(argv[2], NULL, 10));
     const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices),
                                         cmocka_unit_test(runtime_array), cmocka_unit_test(held_rows),
-                                        cmocka_unit_test(async_slices_unregistered) };
+                                        cmocka_unit_test(async_slices_unregistered), cmocka_unit_test(busy_stream) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

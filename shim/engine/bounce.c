@@ -152,9 +152,7 @@ static struct pf_bounce_fence *take(struct pf_bounce *b, size_t len, uint64_t *a
     }
 }
 
-/* The bounce itself, once pf_route_confirm() allowed it: 0 when there is
- * no area or no space. */
-static int bounce(const struct pf_xfer *x, CUresult *result) {
+int pf_bounce_copy(const struct pf_xfer *x, CUresult *result) {
     struct pf_context *c = pf_context_of(x->stream, 0);
     if (!c)
         return 0;
@@ -176,10 +174,16 @@ static int bounce(const struct pf_xfer *x, CUresult *result) {
     char *slot = mem + at % size;
     f->owner = pf_fence_owner(x->stream);
     f->by = (uintptr_t)pthread_self();
-    pf_copy_bytes(o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d, slot,
-                  x->host, x->bytes);
+    enum pf_host_copy kind = o->copy_h2d == PF_HOST_COPY_AUTO ? PF_HOST_COPY_STREAM : (enum pf_host_copy)o->copy_h2d;
     int state = OVER;
-    CUresult r = PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, slot, x->bytes, x->stream);
+    CUresult r;
+    if (x->shape) { /* the rows end to end, and one DMA of the program's shape */
+        pf_shape_pack(x, kind, slot);
+        r = pf_shape_dma_whole(x, slot, 1);
+    } else {
+        pf_copy_bytes(kind, slot, x->host, x->bytes);
+        r = PF_CALL(cuMemcpyHtoDAsync_v2, x->dev, slot, x->bytes, x->stream);
+    }
     if (r == CUDA_SUCCESS) {
         r = PF_CALL(cuEventRecord, f->ev, x->stream);
         if (r == CUDA_SUCCESS) {
@@ -314,7 +318,7 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result) {
      * lock or a fence FILLING, it would stop the ring for good */
     int cancel;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
-    int done = bounce(x, result);
+    int done = pf_bounce_copy(x, result);
     pthread_setcancelstate(cancel, NULL);
     return done;
 }

@@ -15,6 +15,11 @@
 #include "../memory/first_touch.h"
 #include "../memory/register.h"
 
+/* The largest asynchronous pitched H2D bounced: as much as the driver's own
+ * staging takes behind busy work without waiting (probe_driver_staging
+ * slices: 16 slices of 96 KiB returned at once, 32 waited). */
+#define BOUNCE_PITCHED_MAX ((size_t)2 << 20)
+
 static unsigned long long staged_copies, staged_bytes;
 static uint64_t caller_ns; /* callers' CPU time inside staged copies */
 
@@ -272,9 +277,12 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
     /* a copy too small to stage is staged while a registration over it is
      * due, being made or retired (passed through, it would need it undone);
      * a pitched one of short slices, slow to stage, waits for one being
-     * made first */
+     * made first, unless it is an asynchronous H2D the driver would take
+     * without waiting: that one is bounced */
     int wait_first = held < 0 && x->held_only && x->shape;
-    if (held > 0 || (wait_first && pf_registered_copy(x, 1, result) > 0))
+    if (wait_first && x->async && x->dir == PF_DIR_H2D && x->bytes <= BOUNCE_PITCHED_MAX && pf_bounce_copy(x, result))
+        done = PF_PATH_BOUNCED;
+    else if (held > 0 || (wait_first && pf_registered_copy(x, 1, result) > 0))
         done = PF_PATH_REGISTERED;
     else if ((held < 0 || !x->held_only) && stage_copy(x, result, debug, tl, t0, mark))
         done = PF_PATH_STAGED;

@@ -58,7 +58,7 @@ static void learn(struct pace *p, uint64_t ns) {
  * own shape (a registration holds them all: PF_REG_PIECES). */
 static CUresult dmas(const struct pf_xfer *x, const struct pf_hold *h, CUdeviceptr dev, CUstream s) {
     if (x->shape)
-        return pf_shape_dma_held(x);
+        return pf_shape_dma_whole(x, x->host, 0);
     CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < h->n && r == CUDA_SUCCESS; i++) {
         size_t off = h->piece[i].off, len = h->piece[i].len;

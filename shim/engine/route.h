@@ -10,6 +10,8 @@
 #include "../base/options.h"
 #include "../base/types.h"
 #include "../memory/classify.h"
+#include "../memory/register.h"
+#include "../memory/register_guard.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +39,17 @@ static inline struct pf_route pf_route_of(enum pf_mem src, enum pf_mem dst) {
 static inline int pf_route_stages(struct pf_route r, size_t n) {
     const struct pf_options *o = pf_options();
     return r.host == PF_MEM_PAGEABLE && o->stage && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) && n >= o->min_size;
+}
+
+/* A pitched copy of n bytes worth no staging (under PINFAST_MIN_SIZE): an
+ * asynchronous pageable H2D whose host rows [lo, lo + span) a registration
+ * of pinfast's may hold is taken all the same (held_only), through the
+ * registration or bounced (engine.c): passed to the driver, which takes
+ * registered memory for pinned, it would be waited for. */
+static inline int pf_route_held_rows(struct pf_route r, size_t n, int async, uintptr_t lo, size_t span) {
+    const struct pf_options *o = pf_options();
+    return async && r.host == PF_MEM_PAGEABLE && o->stage && r.dir == PF_DIR_H2D && n && n < o->min_size &&
+           pf_register_near((const void *)lo, span) && !pf_register_quiet((const void *)lo, span);
 }
 
 /* A linear copy of n bytes; dk and sk are the kinds the API fixes, or

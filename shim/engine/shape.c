@@ -6,6 +6,7 @@
  * The plan (plan.c) cuts them as any copy; the tasks pack and unpack the
  * rows (workers.h). */
 #include "shape.h"
+#include "hostcopy.h"
 #include "staging.h"
 #include "../base/options.h"
 #include "../driver/driver.h"
@@ -254,7 +255,10 @@ size_t pf_shape_host_span(const struct pf_xfer *x) {
     return s->along_x ? x->bytes : pf_shape_at(s, s->rows - 1) + s->width;
 }
 
-CUresult pf_shape_dma_held(const struct pf_xfer *x) {
+/* The whole copy as one DMA of its program's shape between the device side
+ * and `host`: the program's rows (hpitch apart, slices hslice apart) or,
+ * `packed`, the rows end to end as pf_shape_pack leaves them. */
+CUresult pf_shape_dma_whole(const struct pf_xfer *x, void *host, int packed) {
     const struct pf_shape *s = x->shape;
     CUDA_MEMCPY3D m = s->dma;
     /* a 1D array's "rows" are its elements: one run; else slices of
@@ -263,10 +267,23 @@ CUresult pf_shape_dma_held(const struct pf_xfer *x) {
     m.WidthInBytes = s->along_x ? x->bytes : s->width;
     m.Height = s->along_x ? 1 : s->slice_rows;
     m.Depth = s->along_x ? 1 : s->rows / s->slice_rows;
-    size_t pitch = s->along_x ? x->bytes : s->hpitch, height = m.Depth > 1 ? s->hslice / s->hpitch : m.Height;
+    size_t pitch = s->along_x ? x->bytes : packed ? s->width : s->hpitch;
+    size_t height = m.Depth > 1 && !packed ? s->hslice / s->hpitch : m.Height;
     if (x->dir == PF_DIR_H2D)
-        m.srcHost = x->host, m.srcPitch = pitch, m.srcHeight = height;
+        m.srcHost = host, m.srcPitch = pitch, m.srcHeight = height;
     else
-        m.dstHost = x->host, m.dstPitch = pitch, m.dstHeight = height;
+        m.dstHost = host, m.dstPitch = pitch, m.dstHeight = height;
     return PF_CALL(cuMemcpy3DAsync_v2, &m, x->stream);
+}
+
+void pf_shape_pack(const struct pf_xfer *x, enum pf_host_copy kind, char *dst) {
+    const struct pf_shape *s = x->shape;
+    size_t slice = s->slice_rows * s->width;
+    if (s->along_x) {
+        pf_copy_bytes(kind, dst, x->host, x->bytes);
+        return;
+    }
+    for (size_t z = 0; z < s->rows / s->slice_rows; z++)
+        pf_copy_rows(kind, dst + z * slice, s->width, (const char *)x->host + z * s->hslice, s->hpitch, s->width,
+                     slice);
 }

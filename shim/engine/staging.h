@@ -217,14 +217,23 @@ CUresult pf_event_poll(CUevent ev, uint64_t poll_ns);
  * then waits in the driver, as a staged copy waits for its last DMA. */
 CUresult pf_event_await(CUevent ev, uint64_t poll_ns);
 
+/* bounce.c: x, an asynchronous H2D pf_route_confirm() allowed, linear or
+ * pitched, copied by the caller into the bounce area of its stream's
+ * context and its DMA queued from there: 1 with the call's result in
+ * *result, 0 when there is no area or no space. */
+int pf_bounce_copy(const struct pf_xfer *x, CUresult *result);
+
 /* shape.c: the DMA of a pitched copy's chunk of len bytes at off (whole
  * rows), between the slot and the device side. */
 CUresult pf_shape_dma(const struct pf_xfer *x, void *slot, size_t off, size_t len);
 /* The bytes of the program's memory a pitched copy's host rows span, from
- * x->host; and the whole copy as one DMA between those rows, which a
- * registration holds, and the device side, on x->stream. */
+ * x->host; the whole copy as one DMA on x->stream between the device side
+ * and `host`: the program's rows, which a registration holds, or (packed)
+ * its rows end to end in pinned memory; and its host rows packed end to
+ * end into dst (x->bytes). */
 size_t pf_shape_host_span(const struct pf_xfer *x);
-CUresult pf_shape_dma_held(const struct pf_xfer *x);
+CUresult pf_shape_dma_whole(const struct pf_xfer *x, void *host, int packed);
+void pf_shape_pack(const struct pf_xfer *x, enum pf_host_copy kind, char *dst);
 
 /* async_d2h.c: issues asynchronous D2H landings for a prefix of the copy;
  * returns its length (the rest is staged synchronously). */

@@ -182,7 +182,8 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
 
 /* The body of a pitched or array copy's wrapper: `xfer` makes the transfer
  * from x_ and s_ (1) or says it passes through (0); `rows` is the host
- * side's bytes (struct pf_rows), given rt_. */
+ * side's bytes (struct pf_rows), given rt_.  One worth no staging is
+ * taken only as route.h says (held_only). */
 #define SHAPED_STAGE(family, n, route, st, ptds, as, xfer, rows, call) \
     do { \
         struct pf_route rt_ = route; \
@@ -191,7 +192,10 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         struct pf_copy_seen c_; \
         struct pf_rows h_ = rows; \
         int noted_; \
-        int ok_ = pf_route_stages(rt_, n) && (xfer); /* engine/shape.h decides */ \
+        int small_ = !pf_route_stages(rt_, n); \
+        int ok_ = (!small_ || (h_.exact && pf_route_held_rows(rt_, n, as, h_.lo, h_.span))) && \
+                  (xfer); /* engine/shape.h decides */ \
+        x_.held_only |= ok_ && small_; \
         FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, h_, ok_ ? &x_ : NULL), n, pf_rows_guard(h_), \
                as ? x_.stream : NULL, call); \
     } while (0)

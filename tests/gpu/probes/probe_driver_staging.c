@@ -5,25 +5,31 @@
  * until the last returns is taken.  Well under BUSY_MS: the driver staged
  * them all; about BUSY_MS or more: one of them waited for the stream.
  * With `slices`, one cuMemcpy3DAsync a time instead, of 1 to 32 slices of
- * 24 rows of 4 KiB, the host rows 64 bytes apart beyond the row: whether
- * the driver takes a copy of short slices without waiting (pinfast takes
- * one through its registration of the block, waiting on an event).  Run it
- * plain (it measures the driver), or under pinfast: its buffer is copied
- * whole three times first, which registers it.  One JSON line per size and
- * burst (or slice count): the median return time in ms over REPS.
+ * 24 rows of 4 KiB, the host rows 64 bytes apart beyond the row, then one
+ * cuMemcpy2DAsync of 8 to 512 such rows: whether the driver takes a pitched
+ * copy without waiting, and whether each lands what its source held at the
+ * call (overwritten right after it).  Run it plain (it measures the
+ * driver), or under pinfast: its buffer is copied whole three times first,
+ * which registers it, so that pinfast takes these copies over its
+ * registration.  One JSON line per size and burst (or copy): the median
+ * return time in ms over REPS (and the rows that landed wrong).
  *   probe_driver_staging [slices] */
 #include <cuda.h>
 #include "../probe.h"
 
+#include <unistd.h>
+
 #define REPS 7
 #define BUSY_MS 5.0
 
-/* One 3D copy of n short slices from h (rows `pitch` apart) to d, behind
- * `memsets` memsets on st, each slice 24 rows of 4 KiB: the median time
- * its call took, ms. */
-static double slices_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes, int memsets, unsigned char *h,
-                               CUdeviceptr d, size_t n) {
-    const size_t w = 4096, pitch = w + 64, rows = 24;
+/* One copy behind `memsets` memsets on st, from h (rows of 4 KiB `pitch`
+ * apart) to d: a 3D copy of n slices of `rows` rows, or (n 0) a 2D copy
+ * of `rows` rows.  Each time, h is overwritten right after the call and
+ * what landed is read back: *wrong counts the rows that are not what h held
+ * at the call.  The median time the call took, ms. */
+static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes, int memsets, unsigned char *h,
+                                CUdeviceptr d, size_t n, size_t rows, int *wrong) {
+    const size_t w = 4096, pitch = w + 64, all = (n ? n : 1) * rows;
     CUDA_MEMCPY3D m = {.WidthInBytes = w,
                        .Height = rows,
                        .Depth = n,
@@ -35,15 +41,33 @@ static double slices_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes,
                        .dstDevice = d,
                        .dstPitch = w,
                        .dstHeight = rows};
+    CUDA_MEMCPY2D m2 = {.WidthInBytes = w,
+                        .Height = rows,
+                        .srcMemoryType = CU_MEMORYTYPE_HOST,
+                        .srcHost = h,
+                        .srcPitch = pitch,
+                        .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                        .dstDevice = d,
+                        .dstPitch = w};
+    unsigned char *sent = malloc(all * pitch), *back = malloc(all * w);
     double v[REPS];
     for (int r = 0; r < REPS; r++) {
+        for (size_t i = 0; i < all * pitch; i++)
+            h[i] = (unsigned char)(i * 131 + (size_t)r * 7 + n);
+        memcpy(sent, h, all * pitch);
         for (int k = 0; k < memsets; k++)
             CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
         double t0 = probe_now();
-        CK(cuMemcpy3DAsync(&m, st));
+        CK(n ? cuMemcpy3DAsync(&m, st) : cuMemcpy2DAsync(&m2, st));
         v[r] = (probe_now() - t0) * 1e3;
+        memset(h, 0xab, all * pitch);
         CK(cuStreamSynchronize(st));
+        CK(cuMemcpyDtoH(back, d, all * w));
+        for (size_t row = 0; row < all; row++)
+            *wrong += memcmp(sent + row * pitch, back + row * w, w) != 0;
     }
+    free(sent);
+    free(back);
     return probe_median(v, REPS);
 }
 
@@ -65,10 +89,21 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "slices")) {
         for (int i = 0; i < 3; i++)
             CK(cuMemcpyHtoD(d, h, most));
-        for (size_t n = 1; n <= 32; n *= 2)
+        usleep(50000); /* under pinfast, its registrar's turn */
+        for (size_t n = 1; n <= 32; n *= 2) {
+            int wrong = 0;
+            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, n, 24, &wrong);
             printf("{\"probe\":\"driver_staging_slices\",\"slices\":%zu,\"slice_bytes\":%d,\"busy_ms\":%.1f,"
-                   "\"return_ms\":%.3f}\n",
-                   n, 24 * 4096, memsets * one_ms, slices_return_ms(st, busy, busy_bytes, memsets, h, d, n));
+                   "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
+                   n, 24 * 4096, memsets * one_ms, ms, wrong);
+        }
+        for (size_t rows = 8; rows <= 512; rows *= 4) {
+            int wrong = 0;
+            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, 0, rows, &wrong);
+            printf("{\"probe\":\"driver_staging_2d\",\"rows\":%zu,\"bytes\":%zu,\"busy_ms\":%.1f,"
+                   "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
+                   rows, rows * 4096, memsets * one_ms, ms, wrong);
+        }
         return 0;
     }
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
