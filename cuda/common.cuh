@@ -76,9 +76,10 @@ public:
         return false;
     }
     // Sizes accept K, M, G suffixes (powers of 1024): --max-size 64M.
-    uint64_t get_size(const char* name, uint64_t def) {
+    // zero_ok: 0 is a size too (padding).
+    uint64_t get_size(const char* name, uint64_t def, bool zero_ok = false) {
         const char* v = value(name);
-        return v ? parse_size(name, v) : def;
+        return v ? parse_size(name, v, zero_ok) : def;
     }
     long get_int(const char* name, long def) {
         const char* v = value(name);
@@ -118,14 +119,14 @@ private:
         }
         return nullptr;
     }
-    static uint64_t parse_size(const char* name, const char* v) {
+    static uint64_t parse_size(const char* name, const char* v, bool zero_ok = false) {
         char* end;
         double x = strtod(v, &end);
         uint64_t mul = 1;
         if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
         else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
         else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
-        if (*end || end == v || x <= 0) die_usage("%s wants a size, got '%s'", name, v);
+        if (*end || end == v || x < 0 || (x == 0 && !zero_ok)) die_usage("%s wants a size, got '%s'", name, v);
         return (uint64_t)(x * (double)mul);
     }
     std::vector<std::string> args_;

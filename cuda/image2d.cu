@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     Args a(argc, argv);
     bool pinned = a.flag("--pinned"), array = a.flag("--array");
     uint64_t width = a.get_size("--width", 3840), height = a.get_size("--height", 2160);
-    uint64_t pad = a.get_size("--pad", 256);
+    uint64_t pad = a.get_size("--pad", 256, true);
     int frames = (int)a.get_int("--frames", 8);
     int reps = (int)a.get_int("--reps", 7);
     a.done();

@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
     Args a(argc, argv);
     bool pinned = a.flag("--pinned");
     uint64_t width = a.get_size("--width", 1024), height = a.get_size("--height", 256);
-    uint64_t depth = a.get_size("--depth", 64), pad = a.get_size("--pad", 256);
-    uint64_t pad_rows = a.get_size("--pad-rows", 4);
+    uint64_t depth = a.get_size("--depth", 64), pad = a.get_size("--pad", 256, true);
+    uint64_t pad_rows = a.get_size("--pad-rows", 4, true);
     int volumes = (int)a.get_int("--volumes", 4);
     int reps = (int)a.get_int("--reps", 7);
     a.done();
