@@ -114,6 +114,28 @@ static inline int probe_busy_memsets(CUstream st, CUdeviceptr busy, size_t bytes
     return (int)(ms / (*one_ms > 0.01f ? *one_ms : 0.01f)) + 1;
 }
 
+/* The 2D copy of a 3D descriptor's first slice: the same sides, pitches
+ * and offsets, through the 2D entry point. */
+static inline CUDA_MEMCPY2D probe_2d_of(const CUDA_MEMCPY3D *m) {
+    CUDA_MEMCPY2D r = {.srcXInBytes = m->srcXInBytes,
+                       .srcY = m->srcY,
+                       .srcMemoryType = m->srcMemoryType,
+                       .srcHost = m->srcHost,
+                       .srcDevice = m->srcDevice,
+                       .srcArray = m->srcArray,
+                       .srcPitch = m->srcPitch,
+                       .dstXInBytes = m->dstXInBytes,
+                       .dstY = m->dstY,
+                       .dstMemoryType = m->dstMemoryType,
+                       .dstHost = m->dstHost,
+                       .dstDevice = m->dstDevice,
+                       .dstArray = m->dstArray,
+                       .dstPitch = m->dstPitch,
+                       .WidthInBytes = m->WidthInBytes,
+                       .Height = m->Height};
+    return r;
+}
+
 /* The median GPU time in ms of `reps` (at most 64) runs of op(arg) queued
  * on st, each between two events, after `warm` runs not kept. */
 static inline double probe_gpu_ms(CUstream st, void (*op)(void *arg, CUstream st), void *arg, int warm, int reps) {

@@ -41,14 +41,7 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
                        .dstDevice = d,
                        .dstPitch = w,
                        .dstHeight = rows};
-    CUDA_MEMCPY2D m2 = {.WidthInBytes = w,
-                        .Height = rows,
-                        .srcMemoryType = CU_MEMORYTYPE_HOST,
-                        .srcHost = h,
-                        .srcPitch = pitch,
-                        .dstMemoryType = CU_MEMORYTYPE_DEVICE,
-                        .dstDevice = d,
-                        .dstPitch = w};
+    CUDA_MEMCPY2D m2 = probe_2d_of(&m);
     unsigned char *sent = malloc(all * pitch), *back = malloc(all * w);
     double v[REPS];
     for (int r = 0; r < REPS; r++) {

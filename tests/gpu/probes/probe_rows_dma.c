@@ -38,20 +38,7 @@ static void copy_rows(int cut, int h2d, const struct target *t, char *host, size
         CK(cuMemcpy3DAsync(&m, s));
         return;
     }
-    CUDA_MEMCPY2D m2 = {.srcY = m.srcY,
-                        .srcMemoryType = m.srcMemoryType,
-                        .srcHost = m.srcHost,
-                        .srcDevice = m.srcDevice,
-                        .srcArray = m.srcArray,
-                        .srcPitch = m.srcPitch,
-                        .dstY = m.dstY,
-                        .dstMemoryType = m.dstMemoryType,
-                        .dstHost = m.dstHost,
-                        .dstDevice = m.dstDevice,
-                        .dstArray = m.dstArray,
-                        .dstPitch = m.dstPitch,
-                        .WidthInBytes = row,
-                        .Height = n};
+    CUDA_MEMCPY2D m2 = probe_2d_of(&m);
     CK(cuMemcpy2DAsync(&m2, s));
 }
 
