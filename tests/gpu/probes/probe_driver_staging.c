@@ -6,7 +6,8 @@
  * them all; about BUSY_MS or more: one of them waited for the stream.
  * With `slices`, one cuMemcpy3DAsync a time instead, of 1 to 32 slices of
  * 24 rows of 4 KiB, the host rows 64 bytes apart beyond the row, then one
- * cuMemcpy2DAsync of 8 to 512 such rows: whether the driver takes a pitched
+ * cuMemcpy2DAsync of 8 to 512 such rows, into device memory and into a
+ * CUDA array: whether the driver takes a pitched
  * copy without waiting, and whether each lands what its source held at the
  * call (overwritten right after it).  Run it plain (it measures the
  * driver), or under pinfast: its buffer is copied whole three times first,
@@ -24,11 +25,11 @@
 
 /* One copy behind `memsets` memsets on st, from h (rows of 4 KiB `pitch`
  * apart) to d: a 3D copy of n slices of `rows` rows, or (n 0) a 2D copy
- * of `rows` rows.  Each time, h is overwritten right after the call and
+ * of `rows` rows, into the array a instead when a is not NULL.  Each time, h is overwritten right after the call and
  * what landed is read back: *wrong counts the rows that are not what h held
  * at the call.  The median time the call took, ms. */
 static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes, int memsets, unsigned char *h,
-                                CUdeviceptr d, size_t n, size_t rows, int *wrong) {
+                                CUdeviceptr d, CUarray a, size_t n, size_t rows, int *wrong) {
     const size_t w = 4096, pitch = w + 64, all = (n ? n : 1) * rows;
     CUDA_MEMCPY3D m = {.WidthInBytes = w,
                        .Height = rows,
@@ -41,7 +42,14 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
                        .dstDevice = d,
                        .dstPitch = w,
                        .dstHeight = rows};
-    CUDA_MEMCPY2D m2 = probe_2d_of(&m);
+    CUDA_MEMCPY2D m2 = probe_2d_of(&m), from_array = {.WidthInBytes = w,
+                                                      .Height = rows,
+                                                      .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                                                      .srcArray = a,
+                                                      .dstMemoryType = CU_MEMORYTYPE_HOST,
+                                                      .dstPitch = w};
+    if (a)
+        m2.dstMemoryType = CU_MEMORYTYPE_ARRAY, m2.dstArray = a;
     unsigned char *sent = malloc(all * pitch), *back = malloc(all * w);
     double v[REPS];
     for (int r = 0; r < REPS; r++) {
@@ -55,7 +63,8 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
         v[r] = (probe_now() - t0) * 1e3;
         memset(h, 0xab, all * pitch);
         CK(cuStreamSynchronize(st));
-        CK(cuMemcpyDtoH(back, d, all * w));
+        from_array.dstHost = back;
+        CK(a ? cuMemcpy2D(&from_array) : cuMemcpyDtoH(back, d, all * w));
         for (size_t row = 0; row < all; row++)
             *wrong += memcmp(sent + row * pitch, back + row * w, w) != 0;
     }
@@ -85,18 +94,24 @@ int main(int argc, char **argv) {
         usleep(50000); /* under pinfast, its registrar's turn */
         for (size_t n = 1; n <= 32; n *= 2) {
             int wrong = 0;
-            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, n, 24, &wrong);
+            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, NULL, n, 24, &wrong);
             printf("{\"probe\":\"driver_staging_slices\",\"slices\":%zu,\"slice_bytes\":%d,\"busy_ms\":%.1f,"
                    "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
                    n, 24 * 4096, memsets * one_ms, ms, wrong);
         }
-        for (size_t rows = 8; rows <= 512; rows *= 4) {
-            int wrong = 0;
-            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, 0, rows, &wrong);
-            printf("{\"probe\":\"driver_staging_2d\",\"rows\":%zu,\"bytes\":%zu,\"busy_ms\":%.1f,"
-                   "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
-                   rows, rows * 4096, memsets * one_ms, ms, wrong);
-        }
+        CUDA_ARRAY_DESCRIPTOR ad = {
+            .Width = 1024, .Height = 512, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+        CUarray a;
+        CK(cuArrayCreate(&a, &ad));
+        for (int to_array = 0; to_array < 2; to_array++)
+            for (size_t rows = 8; rows <= 512; rows *= 4) {
+                int wrong = 0;
+                double ms =
+                    pitched_return_ms(st, busy, busy_bytes, memsets, h, d, to_array ? a : NULL, 0, rows, &wrong);
+                printf("{\"probe\":\"driver_staging_2d\",\"to\":\"%s\",\"rows\":%zu,\"bytes\":%zu,\"busy_ms\":%.1f,"
+                       "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
+                       to_array ? "array" : "device", rows, rows * 4096, memsets * one_ms, ms, wrong);
+            }
         return 0;
     }
     for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
