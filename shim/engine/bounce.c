@@ -7,7 +7,9 @@
  * ring before the DMA is queued, so the program may reuse its memory at
  * once.  Space comes back as the fences complete, asked (cuEventQuery) only
  * when the ring is short of space, never waited for: with no space free the
- * copy passes through, to the driver's own wait.  See docs/design.md. */
+ * copy passes through, to the driver's own wait.  A pitched copy the engine
+ * bounces (one a registration would make wait for its busy stream) has its
+ * rows packed end to end in the ring.  See docs/design.md. */
 #include "staging.h"
 #include "route.h"
 #include "../base/message.h"
