@@ -15,9 +15,9 @@
 #include "../memory/first_touch.h"
 #include "../memory/register.h"
 
-/* The largest asynchronous pitched H2D bounced: as much as the driver's own
- * staging takes behind busy work without waiting (probe_driver_staging
- * slices: 16 slices of 96 KiB returned at once, 32 waited). */
+/* The largest asynchronous pitched H2D bounced: about what the driver's own
+ * staging takes behind busy work without waiting
+ * (docs/tuning.md#pitched-uploads-bounced-up-to-2-mib-bounce_pitched_max). */
 #define BOUNCE_PITCHED_MAX ((size_t)2 << 20)
 
 static unsigned long long staged_copies, staged_bytes;
