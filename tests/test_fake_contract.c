@@ -2,15 +2,18 @@
  * real one was measured (H100, driver 580, 2026-11-24:
  * capture_modes.log in docs/results/2026-11-24-h100-contract/logs.log): capture modes and
  * the calls they prohibit, cuStreamGetCtx, work on streams of another context,
- * the life of primary and created contexts, mapped pinned and managed memory.
+ * the life of primary and created contexts, mapped pinned and managed memory;
+ * and (H200, driver 580, 2026-12-01) a 3D batch op's wait by source order.
  * The fake's own exports are called directly (a -lcuda program). */
 #define _GNU_SOURCE
 #include "t.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define N 4096
 
@@ -646,6 +649,44 @@ static void test_mapped_and_managed(void **s)
     free(o);
 }
 
+/* A long "kernel" on the stream. */
+static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
+
+/* A 3D batch op from pageable memory behind busy work (H200, driver 580,
+ * 2026-12-01, probe_driver_staging slices): with its source read in the
+ * call (DURING_API_CALL) the call waits for the work; with ANY it
+ * returns at once. */
+static void test_batch3d_source_orders(void **s)
+{
+    (void)s;
+    enum { HOLD_US = 300000 };
+    static const CUmemcpySrcAccessOrder orders[] = { CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL,
+                                                     CU_MEMCPY_SRC_ACCESS_ORDER_ANY };
+    for (int k = 0; k < 2; k++) {
+        CUDA_MEMCPY3D_BATCH_OP op = {
+            .src = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                     .op.ptr = { .ptr = (CUdeviceptr)(uintptr_t)HOST, .rowLength = 64, .layerHeight = 32,
+                                 .locHint = { .type = CU_MEM_LOCATION_TYPE_HOST } } },
+            .dst = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                     .op.ptr = { .ptr = DEV, .rowLength = 64, .layerHeight = 32,
+                                 .locHint = { .type = CU_MEM_LOCATION_TYPE_DEVICE } } },
+            .extent = { .width = 48, .height = 32, .depth = 1 },
+            .srcAccessOrder = orders[k],
+        };
+        CK(cuLaunchHostFunc(OTHER, hold, (void *)(uintptr_t)HOLD_US));
+        double t0 = t_now();
+        CK(cuMemcpy3DBatchAsync_v2(1, &op, 0, OTHER));
+        double took = t_now() - t0;
+        CK(cuStreamSynchronize(OTHER));
+        printf("[ batch3d  ] source order %d: returned after %.0f ms behind %d ms\n", (int)orders[k], took * 1e3,
+               HOLD_US / 1000);
+        if (k == 0 && took < HOLD_US / 2 * 1e-6)
+            fail_msg("read in the call: returned before the work ended");
+        if (k == 1 && took > HOLD_US / 2 * 1e-6)
+            fail_msg("any order: waited for the work");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -659,6 +700,7 @@ int main(void)
         cmocka_unit_test(test_primary_context),
         cmocka_unit_test(test_ctx_destroy),
         cmocka_unit_test(test_mapped_and_managed),
+        cmocka_unit_test(test_batch3d_source_orders),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -98,12 +98,14 @@ int pf_batch_stage(struct pf_copy_seen *c, struct batch_abi *b, size_t n, size_t
             const struct pf_timeline *chunks;
             if (bc[i].to == TO_DRIVER)
                 continue;
-            if (!(bc[i].to == TO_BOUNCE ? pf_engine_bounce(&bc[i].x, &r) : pf_engine_copy(&bc[i].x, &r, &chunks))) {
+            int path = bc[i].to == TO_BOUNCE ? (pf_engine_bounce(&bc[i].x, &r) ? PF_PATH_BOUNCED : 0)
+                                             : pf_engine_copy(&bc[i].x, &r, &chunks);
+            if (!path) {
                 declined[nk++] = i;
                 continue;
             }
-            if (c->path != PF_PATH_STAGED)
-                c->path = bc[i].to == TO_BOUNCE ? PF_PATH_BOUNCED : PF_PATH_STAGED;
+            if (c->path != PF_PATH_STAGED) /* staged if any copy was, else the last copy's way */
+                c->path = (enum pf_path)path;
             c->result = r;
             if (r && fail) /* a staging error is the copy's */
                 *fail = i;

@@ -202,6 +202,15 @@ static int op_checked(void *args, size_t i) {
     return order_known(o->srcAccessOrder, o->flags) && e->width && e->height && e->depth;
 }
 
+/* A pointer operand's bytes, as if host memory (host 0: an array). */
+static struct pf_rows op_rows(const CUmemcpy3DOperand *o, const CUextent3D *e) {
+    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
+        return (struct pf_rows){0};
+    return pf_side_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
+                        o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
+                        o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
+}
+
 /* An op made into a 3D copy of unified pointers: rows rowLength bytes
  * apart (0: the width), layers layerHeight rows (0: the height); shape.c
  * checks it as any 3D copy.  Valid: its parameters (op_checked), each side
@@ -229,20 +238,19 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
         !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
         return COPY_INVALID;
     struct pf_route rt = SHAPE_ROUTE(&m);
+    size_t n = bytes_3d(&m);
+    struct pf_rows h = op_rows(&o->src, e);
+    /* one worth no staging is taken as a lone copy is (route.h) */
+    int small = !pf_route_stages(rt, n);
     c->to = TO_ENGINE;
-    if (!pf_route_stages(rt, bytes_3d(&m)) || !batch_takes(rt, o->srcAccessOrder))
+    if ((small && !(h.exact && pf_route_held_rows(rt, n, 1, h.lo, h.span))) || !batch_takes(rt, o->srcAccessOrder))
         return COPY_DRIVER;
-    return pf_shape_3d(&m, rt, &c->x, &c->s) ? COPY_TAKE : COPY_INVALID;
+    if (!pf_shape_3d(&m, rt, &c->x, &c->s))
+        return small ? COPY_DRIVER : COPY_INVALID;
+    c->x.held_only |= small;
+    return COPY_TAKE;
 }
 
-/* A pointer operand's bytes, as if host memory (host 0: an array). */
-static struct pf_rows op_rows(const CUmemcpy3DOperand *o, const CUextent3D *e) {
-    if (o->type != CU_MEMCPY_OPERAND_TYPE_POINTER)
-        return (struct pf_rows){0};
-    return pf_side_rows(CU_MEMORYTYPE_HOST, (const void *)(uintptr_t)o->op.ptr.ptr, 0, 0, 0, 0,
-                        o->op.ptr.layerHeight ? o->op.ptr.layerHeight : e->height,
-                        o->op.ptr.rowLength ? o->op.ptr.rowLength : e->width, e->width, e->height, e->depth);
-}
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
     return pf_rows_guard(op_rows(&o->src, &o->extent)) | pf_rows_guard(op_rows(&o->dst, &o->extent));

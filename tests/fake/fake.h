@@ -141,6 +141,8 @@ void fake_op_free(struct fake_op *op);
  * capture was invalidated); *seq = its sequence number, 0 when captured. */
 void fake_enqueue(struct fake_stream *s, struct fake_op *op, uint64_t *seq);
 void fake_stream_wait(struct fake_stream *s, uint64_t seq);
+/* Returns once everything queued on s so far has run. */
+void fake_stream_wait_queued(struct fake_stream *s);
 /* A pageable asynchronous H2D of `bytes` about to be queued as op: the real
  * driver copies it into its own pinned staging memory and returns at once
  * while that lasts; beyond, it first waits for everything queued on the

@@ -443,6 +443,13 @@ void fake_stream_wait(struct fake_stream *s, uint64_t seq)
     pthread_mutex_unlock(&fake_lock);
 }
 
+void fake_stream_wait_queued(struct fake_stream *s)
+{
+    pthread_mutex_lock(&fake_lock);
+    stream_wait_seq_locked(s, s->enqueued, 0);
+    pthread_mutex_unlock(&fake_lock);
+}
+
 void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes)
 {
     pthread_mutex_lock(&fake_lock);

@@ -7,12 +7,13 @@
  * With `slices`, one cuMemcpy3DAsync a time instead, of 1 to 32 slices of
  * 24 rows of 4 KiB, the host rows 64 bytes apart beyond the row, then one
  * cuMemcpy2DAsync of 8 to 512 such rows, into device memory and into a
- * CUDA array: whether the driver takes a pitched
- * copy without waiting, and whether each lands what its source held at the
- * call (overwritten right after it).  Run it plain (it measures the
- * driver), or under pinfast: its buffer is copied whole three times first,
- * which registers it, so that pinfast takes these copies over its
- * registration.  One JSON line per size and burst (or copy): the median
+ * CUDA array, the same rows as one cuMemcpy3DBatchAsync op, and their
+ * bytes end to end as one copy of a cuMemcpyBatchAsync: whether the
+ * driver takes such a copy without waiting, and whether each lands what
+ * its source held at the call (overwritten right after it).  Run it plain
+ * (it measures the driver), or under pinfast: its buffer is copied whole
+ * three times first, which registers it, so that pinfast takes these
+ * copies over its registration.  One JSON line per size and burst (or copy): the median
  * return time in ms over REPS (and the rows that landed wrong).
  *   probe_driver_staging [slices] */
 #include <cuda.h>
@@ -23,17 +24,29 @@
 #define REPS 7
 #define BUSY_MS 5.0
 
+/* How pitched_return_ms copies: a 3D copy of n slices, a 2D copy into
+ * device memory or into an array, a 3D batch op of one slice, or (linear,
+ * not pitched) one copy of a linear batch of the same bytes; the batches'
+ * source is read in the call (ORDER=any in the environment: at the
+ * driver's choice). */
+enum way { WAY_3D, WAY_2D, WAY_ARRAY, WAY_BATCH, WAY_LINEAR_BATCH };
+
 /* One copy behind `memsets` memsets on st, from h (rows of 4 KiB `pitch`
- * apart) to d: a 3D copy of n slices of `rows` rows, or (n 0) a 2D copy
- * of `rows` rows, into the array a instead when a is not NULL.  Each time, h is overwritten right after the call and
- * what landed is read back: *wrong counts the rows that are not what h held
- * at the call.  The median time the call took, ms. */
+ * apart) to d (or the array a): `rows` rows a slice, n slices for WAY_3D.
+ * Each time, h is overwritten right after the call and what landed is read
+ * back: *wrong counts the rows that are not what h held at the call.  The
+ * median time the call took, ms. */
 static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes, int memsets, unsigned char *h,
-                                CUdeviceptr d, CUarray a, size_t n, size_t rows, int *wrong) {
-    const size_t w = 4096, pitch = w + 64, all = (n ? n : 1) * rows;
+                                CUdeviceptr d, CUarray a, enum way way, size_t n, size_t rows, int *wrong) {
+    /* the batches' source order: read in the call, or (ORDER=any) at the
+     * driver's choice */
+    const char *o = getenv("ORDER");
+    CUmemcpySrcAccessOrder order =
+        o && !strcmp(o, "any") ? CU_MEMCPY_SRC_ACCESS_ORDER_ANY : CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+    const size_t w = 4096, pitch = w + 64, all = (way == WAY_3D ? n : 1) * rows;
     CUDA_MEMCPY3D m = {.WidthInBytes = w,
                        .Height = rows,
-                       .Depth = n,
+                       .Depth = way == WAY_3D ? n : 1,
                        .srcMemoryType = CU_MEMORYTYPE_HOST,
                        .srcHost = h,
                        .srcPitch = pitch,
@@ -48,8 +61,25 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
                                                       .srcArray = a,
                                                       .dstMemoryType = CU_MEMORYTYPE_HOST,
                                                       .dstPitch = w};
-    if (a)
+    if (way == WAY_ARRAY)
         m2.dstMemoryType = CU_MEMORYTYPE_ARRAY, m2.dstArray = a;
+    CUDA_MEMCPY3D_BATCH_OP op = {.src = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                                         .op.ptr = {.ptr = (CUdeviceptr)(uintptr_t)h,
+                                                    .rowLength = pitch,
+                                                    .layerHeight = rows,
+                                                    .locHint = {.type = CU_MEM_LOCATION_TYPE_HOST}}},
+                                 .dst = {.type = CU_MEMCPY_OPERAND_TYPE_POINTER,
+                                         .op.ptr = {.ptr = d,
+                                                    .rowLength = w,
+                                                    .layerHeight = rows,
+                                                    .locHint = {.type = CU_MEM_LOCATION_TYPE_DEVICE}}},
+                                 .extent = {.width = w, .height = rows, .depth = 1},
+                                 .srcAccessOrder = order};
+    CUdeviceptr lsrc = (CUdeviceptr)(uintptr_t)h;
+    size_t lbytes = rows * w, lattr = 0;
+    CUmemcpyAttributes lat = {.srcAccessOrder = order,
+                              .srcLocHint = {.type = CU_MEM_LOCATION_TYPE_HOST},
+                              .dstLocHint = {.type = CU_MEM_LOCATION_TYPE_DEVICE}};
     unsigned char *sent = malloc(all * pitch), *back = malloc(all * w);
     double v[REPS];
     for (int r = 0; r < REPS; r++) {
@@ -59,14 +89,17 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
         for (int k = 0; k < memsets; k++)
             CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
         double t0 = probe_now();
-        CK(n ? cuMemcpy3DAsync(&m, st) : cuMemcpy2DAsync(&m2, st));
+        CK(way == WAY_3D             ? cuMemcpy3DAsync(&m, st)
+           : way == WAY_BATCH        ? cuMemcpy3DBatchAsync(1, &op, 0, st)
+           : way == WAY_LINEAR_BATCH ? cuMemcpyBatchAsync(&d, &lsrc, &lbytes, 1, &lat, &lattr, 1, st)
+                                     : cuMemcpy2DAsync(&m2, st));
         v[r] = (probe_now() - t0) * 1e3;
         memset(h, 0xab, all * pitch);
         CK(cuStreamSynchronize(st));
         from_array.dstHost = back;
-        CK(a ? cuMemcpy2D(&from_array) : cuMemcpyDtoH(back, d, all * w));
-        for (size_t row = 0; row < all; row++)
-            *wrong += memcmp(sent + row * pitch, back + row * w, w) != 0;
+        CK(way == WAY_ARRAY ? cuMemcpy2D(&from_array) : cuMemcpyDtoH(back, d, all * w));
+        for (size_t row = 0; row < all; row++) /* a linear batch's rows lie end to end */
+            *wrong += memcmp(sent + row * (way == WAY_LINEAR_BATCH ? w : pitch), back + row * w, w) != 0;
     }
     free(sent);
     free(back);
@@ -94,7 +127,7 @@ int main(int argc, char **argv) {
         usleep(50000); /* under pinfast, its registrar's turn */
         for (size_t n = 1; n <= 32; n *= 2) {
             int wrong = 0;
-            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, NULL, n, 24, &wrong);
+            double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, NULL, WAY_3D, n, 24, &wrong);
             printf("{\"probe\":\"driver_staging_slices\",\"slices\":%zu,\"slice_bytes\":%d,\"busy_ms\":%.1f,"
                    "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
                    n, 24 * 4096, memsets * one_ms, ms, wrong);
@@ -103,14 +136,14 @@ int main(int argc, char **argv) {
             .Width = 1024, .Height = 512, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
         CUarray a;
         CK(cuArrayCreate(&a, &ad));
-        for (int to_array = 0; to_array < 2; to_array++)
-            for (size_t rows = 8; rows <= 512; rows *= 4) {
+        static const char *const to[] = {"", "device", "array", "batch", "linear batch"};
+        for (enum way way = WAY_2D; way <= WAY_LINEAR_BATCH; way++)
+            for (size_t rows = 8; rows <= 512; rows *= 2) {
                 int wrong = 0;
-                double ms =
-                    pitched_return_ms(st, busy, busy_bytes, memsets, h, d, to_array ? a : NULL, 0, rows, &wrong);
+                double ms = pitched_return_ms(st, busy, busy_bytes, memsets, h, d, a, way, 0, rows, &wrong);
                 printf("{\"probe\":\"driver_staging_2d\",\"to\":\"%s\",\"rows\":%zu,\"bytes\":%zu,\"busy_ms\":%.1f,"
                        "\"return_ms\":%.3f,\"wrong_rows\":%d}\n",
-                       to_array ? "array" : "device", rows, rows * 4096, memsets * one_ms, ms, wrong);
+                       to[way], rows, rows * 4096, memsets * one_ms, ms, wrong);
             }
         return 0;
     }
