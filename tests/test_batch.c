@@ -202,12 +202,8 @@ static int busy_run(void)
     CUstream st;
     if (!src || !back || D.MemAlloc(&dev, N) || D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
         return 31;
-    for (int round = 0; round < 10; round++) { /* the block, copied whole */
-        t_fill(src, N, (uint64_t)round + 1);
-        if (D.MemcpyHtoD(dev, src, N))
-            return 32;
-        usleep(5000); /* the registrar's turn */
-    }
+    if (t_copied_again(src, dev, N))
+        return 32;
     CUDA_MEMCPY3D_BATCH_OP op = {
         .src = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER,
                  .op.ptr = { .ptr = (CUdeviceptr)(uintptr_t)src, .rowLength = PITCH, .layerHeight = 32,

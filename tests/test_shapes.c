@@ -263,12 +263,8 @@ static int child_busy(void)
     if (!src || !sent || !back || D.MemAlloc(&dev, N) || D.ArrayCreate(&a, &ad) ||
         D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
         return 31;
-    for (int round = 0; round < 10; round++) { /* the block, copied whole */
-        t_fill(src, N, (uint64_t)round + 1);
-        if (D.MemcpyHtoD(dev, src, N))
-            return 32;
-        usleep(5000); /* the registrar's turn */
-    }
+    if (t_copied_again(src, dev, N))
+        return 32;
     CUDA_MEMCPY3D slices = { .WidthInBytes = W, .Height = 1, .Depth = ROWS / 2, .srcMemoryType = CU_MEMORYTYPE_HOST,
                              .srcHost = src, .srcPitch = PITCH, .srcHeight = 1,
                              .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dev, .dstPitch = W,

@@ -37,6 +37,10 @@ void t_poison(void *p, size_t n);
  * bytes, copies them to d and back into o (poisoned first), and checks o.
  * 0, 32 when a copy failed, 33 (the byte named on stderr) when o is wrong. */
 int t_round_trip(unsigned char *h, unsigned char *o, CUdeviceptr d, size_t n);
+/* For child processes: h (n bytes of a heap block) copied whole to d ten
+ * times, random bytes each time, the registrar's turn between: under
+ * pinfast the block is registered.  0, or 32 when a copy failed. */
+int t_copied_again(unsigned char *h, CUdeviceptr d, size_t n);
 /* pinfast registers, and unregisters freed blocks, on a thread of its own:
  * polls `done` (every 200 us, at most 5 s); its last answer */
 int t_await(int (*done)(void *), void *arg);
