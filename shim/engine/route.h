@@ -41,15 +41,22 @@ static inline int pf_route_stages(struct pf_route r, size_t n) {
     return r.host == PF_MEM_PAGEABLE && o->stage && (r.dir == PF_DIR_H2D || r.dir == PF_DIR_D2H) && n >= o->min_size;
 }
 
-/* A pitched copy of n bytes worth no staging (under PINFAST_MIN_SIZE): an
- * asynchronous pageable H2D whose host rows [lo, lo + span) a registration
- * of pinfast's may hold is taken all the same (held_only), through the
- * registration or bounced (engine.c): passed to the driver, which takes
- * registered memory for pinned, it would be waited for. */
-static inline int pf_route_held_rows(struct pf_route r, size_t n, int async, uintptr_t lo, size_t span) {
+/* Whether the engine takes a pitched copy of n bytes (its host rows
+ * [lo, lo + span), exact: known to the byte): PF_TAKE_STAGE from
+ * PINFAST_MIN_SIZE on (pf_route_stages); under it, PF_TAKE_HELD for an
+ * asynchronous pageable H2D whose rows a registration of pinfast's may
+ * hold, taken only through the registration or bounced (engine.c, the copy
+ * held_only): passed to the driver, which takes registered memory for
+ * pinned, it would be waited for; else 0, to the driver. */
+enum { PF_TAKE_STAGE = 1, PF_TAKE_HELD };
+static inline int pf_route_pitched(struct pf_route r, size_t n, int async, int exact, uintptr_t lo, size_t span) {
+    if (pf_route_stages(r, n))
+        return PF_TAKE_STAGE;
     const struct pf_options *o = pf_options();
-    return async && r.host == PF_MEM_PAGEABLE && o->stage && r.dir == PF_DIR_H2D && n && n < o->min_size &&
-           pf_register_near((const void *)lo, span) && !pf_register_quiet((const void *)lo, span);
+    return exact && async && r.host == PF_MEM_PAGEABLE && o->stage && r.dir == PF_DIR_H2D && n &&
+                   pf_register_near((const void *)lo, span) && !pf_register_quiet((const void *)lo, span)
+               ? PF_TAKE_HELD
+               : 0;
 }
 
 /* A linear copy of n bytes; dk and sk are the kinds the API fixes, or

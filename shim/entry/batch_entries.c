@@ -238,16 +238,15 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
         !side_valid(m.dstDevice, drows * m.dstPitch + e->width))
         return COPY_INVALID;
     struct pf_route rt = SHAPE_ROUTE(&m);
-    size_t n = bytes_3d(&m);
     struct pf_rows h = op_rows(&o->src, e);
-    /* one worth no staging is taken as a lone copy is (route.h) */
-    int small = !pf_route_stages(rt, n);
+    /* taken as a lone pitched copy is (route.h) */
+    int take = pf_route_pitched(rt, bytes_3d(&m), 1, h.exact, h.lo, h.span);
     c->to = TO_ENGINE;
-    if ((small && !(h.exact && pf_route_held_rows(rt, n, 1, h.lo, h.span))) || !batch_takes(rt, o->srcAccessOrder))
+    if (!take || !batch_takes(rt, o->srcAccessOrder))
         return COPY_DRIVER;
     if (!pf_shape_3d(&m, rt, &c->x, &c->s))
-        return small ? COPY_DRIVER : COPY_INVALID;
-    c->x.held_only |= small;
+        return take == PF_TAKE_HELD ? COPY_DRIVER : COPY_INVALID;
+    c->x.held_only |= take == PF_TAKE_HELD;
     return COPY_TAKE;
 }
 

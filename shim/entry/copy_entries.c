@@ -192,10 +192,9 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         struct pf_copy_seen c_; \
         struct pf_rows h_ = rows; \
         int noted_; \
-        int small_ = !pf_route_stages(rt_, n); \
-        int ok_ = (!small_ || (h_.exact && pf_route_held_rows(rt_, n, as, h_.lo, h_.span))) && \
-                  (xfer); /* engine/shape.h decides */ \
-        x_.held_only |= ok_ && small_; \
+        int take_ = pf_route_pitched(rt_, n, as, h_.exact, h_.lo, h_.span); \
+        int ok_ = take_ && (xfer); /* engine/shape.h decides */ \
+        x_.held_only |= ok_ && take_ == PF_TAKE_HELD; \
         FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, h_, ok_ ? &x_ : NULL), n, pf_rows_guard(h_), \
                as ? x_.stream : NULL, call); \
     } while (0)
