@@ -21,6 +21,11 @@
  *          whole elements and not, past the end, into a 2D array, an
  *          unknown format
  *   vmm    a pageable copy spanning 2 or 3 VMM mappings of one reservation
+ * With SC_BUSY=1 in the environment every asynchronous case is queued
+ * behind a host function of 1 ms on its stream, and an H2D's pageable
+ * source is written over as soon as the call returns: the copy must land
+ * what the source held at the call, as the driver's does (pinfast bounces
+ * such copies over its registrations, or stages them).
  * Device memory and arrays are filled and read back through pinned memory,
  * which pinfast never stages.  No bogus array handle: the real driver may
  * crash on one.  C and CUDA C++.
@@ -42,6 +47,7 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/samples/check.h"
 
@@ -62,6 +68,25 @@ static CUdeviceptr DEV;
 static unsigned char *HOST, *PIN; /* pageable, pinned (fill and read back) */
 
 static size_t R(size_t lo, size_t hi) { return rng_range(&rs, lo, hi); }
+
+static int BUSY; /* SC_BUSY */
+static void CUDA_CB busy_hold(void *arg)
+{
+    (void)arg;
+    usleep(1000);
+}
+/* An asynchronous case's stream s is given work to queue behind. */
+static void busy_before(int async, CUstream s)
+{
+    if (BUSY && async)
+        SC_CK(SC(LaunchHostFunc)(s, busy_hold, NULL));
+}
+/* The call returned: an asynchronous H2D's source is written over. */
+static void busy_after(int async_h2d, uint64_t salt)
+{
+    if (BUSY && async_h2d)
+        SC_FILL(HOST, HOSTSIZE, salt ^ 0xb5);
+}
 
 static void dev_fill(CUdeviceptr d, size_t n, uint64_t salt)
 {
@@ -251,7 +276,10 @@ static void case_2d(int i, int h2d, int arr, int uni, int api, int bad)
     default: break;
     }
     SC_FILL(HOST, HOSTSIZE, salt);
+    int async = api == 2 || api == 3;
+    busy_before(async, api == 2 ? S : 0);
     CUresult r = copy2d(&m, api);
+    busy_after(async && h2d, salt);
     uint64_t h = hash_bytes(0, HOST, HOSTSIZE);
     SC_CK(SC(CtxSynchronize)());
     h = a ? array_hash(a, h) : dev_hash(DEV, DEVSIZE, h);
@@ -321,7 +349,9 @@ static void case_3d(int i, int h2d, int uni, int api, int bad)
     }
     dev_fill(DEV, DEVSIZE, salt ^ 1);
     SC_FILL(HOST, HOSTSIZE, salt);
+    busy_before(api != 0, api == 1 ? S : 0);
     CUresult r = api == 0 ? SC(Memcpy3D)(&m) : SC(Memcpy3DAsync)(&m, api == 1 ? S : 0);
+    busy_after(api != 0 && h2d, salt);
     uint64_t h = hash_bytes(0, HOST, HOSTSIZE);
     h = dev_hash(DEV, DEVSIZE, h);
     SC_LOG("%d 3d h2d=%d uni=%d api=%d bad=%d w=%zu rows=%zu depth=%zu host x%zu y%zu z%zu p%zu h%zu "
@@ -346,8 +376,10 @@ static void case_array(int i, int h2d, int async, int bad)
         n += elem;
     array_fill(a, salt ^ 1);
     SC_FILL(HOST, HOSTSIZE, salt);
+    busy_before(async, S);
     CUresult r = h2d ? (async ? SC(MemcpyHtoAAsync)(a, off, HOST, n, S) : SC(MemcpyHtoA)(a, off, HOST, n))
                      : (async ? SC(MemcpyAtoHAsync)(HOST, a, off, n, S) : SC(MemcpyAtoH)(HOST, a, off, n));
+    busy_after(async && h2d, salt);
     uint64_t h = hash_bytes(0, HOST, HOSTSIZE);
     SC_CK(SC(CtxSynchronize)());
     h = array_hash(a, h);
@@ -394,6 +426,8 @@ static void case_vmm(int i, int h2d)
 /* The cases, in the current context: the buffers first, then n cases. */
 static int shape_cases(int n)
 {
+    const char *busy = getenv("SC_BUSY");
+    BUSY = busy && atoi(busy) > 0;
     HOST = (unsigned char *)malloc(HOSTSIZE);
     if (!HOST || SC(MemAllocHost)((void **)&PIN, DEVSIZE + (4 << 20)) || SC(MemAlloc)(&DEV, DEVSIZE) ||
         SC(StreamCreate)(&S, CU_STREAM_NON_BLOCKING))

@@ -11,7 +11,10 @@
  * equal; pinfast's report must show each shape staged (so the test fails
  * when pinfast passes a shape through).  A third run, with pinfast's
  * registrations, registers the cases' host buffer early: its later cases
- * go through the registration, and their log must be plain's too.
+ * go through the registration, and their log must be plain's too.  The
+ * cases once more with every asynchronous one behind work on its stream
+ * and an H2D's source written over as the call returns, plain and under
+ * pinfast: the logs must be equal, and some copies must have been bounced.
  * tests/gpu/checks/shapes.cu runs the same cases on the GPU.
  *
  * Slots of 64 KiB and PINFAST_MIN_SIZE=0: rows wider than a slot (passed
@@ -320,17 +323,18 @@ static long path_calls(const struct report *r, const char *api, const char *dir,
 }
 
 /* The child's log run as `name`: plain (pinfast 0) or under pinfast, with
- * `reg` for PINFAST_REGISTER and its report into json. */
-static void run_cases(const char *seed, const char *name, int pinfast, const char *reg, const char *json, char *log,
-                      size_t n)
+ * the settings `set` (up to 5) and its report into json. */
+static void run_cases(const char *seed, const char *name, int pinfast, const char *const *set, const char *json,
+                      char *log, size_t n)
 {
     char stats[300];
     snprintf(log, n, "%s/%s.log", sp_dir, name);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
     char *argv[] = { "test_shapes", "run", log, NULL };
-    const char *set[] = { seed, "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", reg,
-                          "PINFAST_STATS=json", stats, NULL };
-    int rc = sp_run(argv, pinfast, set, NULL, NULL, 600, NULL);
+    const char *env[9] = { seed, "PINFAST_STATS=json", stats };
+    for (int i = 0; i < 5 && set[i]; i++)
+        env[3 + i] = set[i];
+    int rc = sp_run(argv, pinfast, env, NULL, NULL, 600, NULL);
     if (rc)
         fail_msg("the %s child exited %d", name, rc);
 }
@@ -364,9 +368,13 @@ static void equivalence(void **state)
     snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
     snprintf(json[0], sizeof json[0], "%s/report.json", sp_dir);
     snprintf(json[1], sizeof json[1], "%s/report-registered.json", sp_dir);
-    run_cases(seed, "plain", 0, "PINFAST_REGISTER=0", json[0], logs[0], sizeof logs[0]);
-    run_cases(seed, "staged", 1, "PINFAST_REGISTER=0", json[0], logs[1], sizeof logs[1]);
-    run_cases(seed, "registered", 1, "PINFAST_REGISTER=1", json[1], logs[2], sizeof logs[2]);
+    static const char *const staged[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M",
+                                          "PINFAST_REGISTER=0", NULL };
+    static const char *const registered[] = { "PINFAST_MIN_SIZE=0", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M",
+                                              "PINFAST_REGISTER=1", NULL };
+    run_cases(seed, "plain", 0, staged, json[0], logs[0], sizeof logs[0]);
+    run_cases(seed, "staged", 1, staged, json[0], logs[1], sizeof logs[1]);
+    run_cases(seed, "registered", 1, registered, json[1], logs[2], sizeof logs[2]);
     same_lines(logs[0], logs[1], "staged");
     same_lines(logs[0], logs[2], "registered");
     struct report r;
@@ -390,6 +398,31 @@ static void equivalence(void **state)
     printf("[ regist'd ] 2D and 3D copies through a registration: %ld\n", held);
     if (!held && OWN_MALLOC)
         fail_msg("no 2D or 3D copy went through a registration");
+}
+
+/* The cases with every asynchronous one behind work on its stream and an
+ * H2D's source written over as the call returns (SC_BUSY), plain and under
+ * pinfast at its defaults but for small slots: the logs must be equal, and
+ * pinfast's report must show 2D or 3D copies bounced (over the
+ * registration of the cases' host buffer, copied again and again). */
+static void busy_cases(void **state)
+{
+    (void)state;
+    char seed[64], logs[2][256], json[256];
+    snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
+    snprintf(json, sizeof json, "%s/report-busy.json", sp_dir);
+    static const char *const set[] = { "SC_BUSY=1", "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", NULL };
+    run_cases(seed, "plain-busy", 0, set, json, logs[0], sizeof logs[0]);
+    run_cases(seed, "busy", 1, set, json, logs[1], sizeof logs[1]);
+    same_lines(logs[0], logs[1], "busy");
+    struct report r;
+    if (report_read(json, &r))
+        fail_msg("report: %s", r.err);
+    long bounced = path_calls(&r, "cuMemcpy2DAsync", "H2D", "bounced") +
+                   path_calls(&r, "cuMemcpy3DAsync", "H2D", "bounced");
+    printf("[ busy     ] 2D and 3D copies bounced: %ld\n", bounced);
+    if (!bounced && OWN_MALLOC)
+        fail_msg("no 2D or 3D copy was bounced");
 }
 
 /* Runs the child `test_shapes what [arg]` under pinfast, with the settings
@@ -533,7 +566,8 @@ int main(int argc, char **argv)
         return child_busy();
     if (argc == 3 && strcmp(argv[1], "held") == 0)
         return child_held(strtoul(argv[2], NULL, 10));
-    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(short_slices),
+    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(busy_cases),
+                                        cmocka_unit_test(short_slices),
                                         cmocka_unit_test(runtime_array), cmocka_unit_test(held_rows),
                                         cmocka_unit_test(async_slices_unregistered), cmocka_unit_test(busy_stream) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
