@@ -18,6 +18,14 @@
  * zero extent, a rowLength under the width, batch flags.  Copies of a batch
  * never overlap (a batch's copies have no order).  Device memory is filled
  * and read back through pinned memory, which pinfast never stages.
+ * With BC_BUSY=1 in the environment every batch is queued behind a host
+ * function of 1 ms on the cases' stream, and the pageable sources of its
+ * 3D H2D ops read in the call (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)
+ * are written over as the call returns: they must land what the sources
+ * held at the call.  The other orders leave a source to the program only
+ * once the copy is done; a linear batch's sources are left alone, as from
+ * 128 KiB the driver reads them after the call (docs/design.md, Known
+ * limits).
  *
  * The includer defines BC(f), the driver function cu<f> (MemcpyBatchAsync:
  * the 13.0 ABI, MemcpyBatchAsync12 the 12.8 one), BC_LOG(...), a line of the
@@ -29,6 +37,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gpu/samples/check.h"
 
@@ -42,6 +51,19 @@ static CUdeviceptr DEV, DEV2;        /* device sides; DEV2 the sources of D2D */
 static unsigned char *HOST, *PINOP, *PIN; /* pageable, pinned operands, pinned fill/read */
 
 static size_t R(size_t lo, size_t hi) { return rng_range(&rs, lo, hi); }
+
+static int BUSY; /* BC_BUSY */
+static void CUDA_CB busy_hold(void *arg)
+{
+    (void)arg;
+    usleep(1000);
+}
+/* A batch is about to be issued: work for it to queue behind. */
+static void busy_before(void)
+{
+    if (BUSY)
+        CU(BC(LaunchHostFunc)(S, busy_hold, NULL));
+}
 
 static void bc_fill(uint64_t salt)
 {
@@ -139,6 +161,7 @@ static void case_linear(int i, int v1, int bad)
     case B_ZERO: z[j] = 0; break;
     }
     bc_fill(salt);
+    busy_before();
     CUdeviceptr *dp = bad == B_NULL && j == 0 ? NULL : d;
     size_t *zp = bad == B_NULL && j == 1 ? NULL : z;
     CUmemcpyAttributes *ap = bad == B_NULL && j >= 2 ? NULL : a;
@@ -152,12 +175,13 @@ static void case_linear(int i, int v1, int bad)
 static void case_3d(int i, int v1, int bad)
 {
     size_t n = R(1, SLOTS), fi = 0x5a5a, j = R(0, n - 1);
+    int kinds[SLOTS];
     CUDA_MEMCPY3D_BATCH_OP ops[SLOTS];
     memset(ops, 0, sizeof ops);
     uint64_t salt = rng_next(&rs);
     for (size_t k = 0; k < n; k++) {
         CUDA_MEMCPY3D_BATCH_OP *o = &ops[k];
-        int kind = R(0, 3) ? (int)R(0, 1) : (int)R(2, 3);
+        int kind = kinds[k] = R(0, 3) ? (int)R(0, 1) : (int)R(2, 3);
         size_t w = R(1, 1024), h = R(1, 32), dd = R(1, 4);
         size_t rl[2] = {R(0, 1) ? w + R(0, 256) : 0, R(0, 1) ? w + R(0, 256) : 0};
         size_t lh[2] = {R(0, 1) ? h + R(0, 4) : 0, R(0, 1) ? h + R(0, 4) : 0};
@@ -192,7 +216,13 @@ static void case_3d(int i, int v1, int bad)
         break;
     }
     bc_fill(salt);
+    busy_before();
     CUresult r = v1 ? BC(Memcpy3DBatchAsync12)(n, ops, &fi, flags, st) : BC(Memcpy3DBatchAsync)(n, ops, flags, st);
+    for (size_t k = 0; BUSY && k < n; k++) /* each op's sides lie in its own slot */
+        if (kinds[k] == 0 && ops[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) {
+            uint64_t s = salt ^ (k + 1);
+            rng_fill(&s, HOST + k * SLOT, SLOT);
+        }
     uint64_t h = bc_hash();
     BC_LOG("%d 3d v1=%d bad=%d count=%zu: %d fail=%lld %016llx\n", i, v1, bad, n, r,
            fi == SIZE_MAX ? -1LL : (long long)fi, (unsigned long long)h);
@@ -201,6 +231,8 @@ static void case_3d(int i, int v1, int bad)
 /* The cases, in the current context: the buffers first, then n cases. */
 static int batch_cases(int n)
 {
+    const char *busy = getenv("BC_BUSY");
+    BUSY = busy && atoi(busy) > 0;
     HOST = (unsigned char *)malloc(BUF);
     if (!HOST || BC(MemAllocHost)((void **)&PINOP, BUF) || BC(MemAllocHost)((void **)&PIN, BUF) ||
         BC(MemAlloc)(&DEV, BUF) || BC(MemAlloc)(&DEV2, BUF) || BC(StreamCreate)(&S, CU_STREAM_NON_BLOCKING))

@@ -7,15 +7,21 @@
  * seed, twice: every size staged (PINFAST_MIN_SIZE=0), and from 128 KiB
  * with the smaller H2D copies bounced; the logs must be equal, and the
  * report must show batches of both families staged (and, the second time,
- * bounced), so the test fails when pinfast passes them through.
+ * bounced), so the test fails when pinfast passes them through.  Then the
+ * cases behind work on their stream, the sources of 3D ops read in the
+ * call written over as it returns, plain and under pinfast: equal logs,
+ * and 3D ops bounced over the registration of the cases' host buffer.
  * tests/gpu/checks/batch.sh runs the same cases on the GPU.
  * Then the source orders, plain and under pinfast: an H2D from pageable
  * memory in stream order (CU_MEMCPY_SRC_ACCESS_ORDER_STREAM) reads what a
  * host function queued before it wrote, and one of the other orders what
  * the source held in the call, whatever the program writes after it.
  * Then a pitched batch H2D of a registered heap block queued behind a long
- * kernel returns at once (bounced under pinfast) and lands its rows.
- * Internal: test_batch run <log file>; test_batch order; test_batch busy. */
+ * kernel returns at once (bounced under pinfast) and lands its rows.  Then a
+ * 3D batch the driver refuses at its second op lands its first as its
+ * source was at the call, over a registration too.
+ * Internal: test_batch run <log file>; test_batch order; test_batch busy;
+ * test_batch refused. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -27,6 +33,14 @@
 #include <unistd.h>
 
 #define CASES 300
+
+/* A sanitizer's malloc comes before pinfast in the preload list: pinfast's
+ * heap is off and nothing is registered (docs/design.md). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define OWN_MALLOC 0
+#else
+#define OWN_MALLOC 1
+#endif
 
 static FILE *LOG;
 #define BC(f) D.f
@@ -53,16 +67,19 @@ static long calls(const struct report *r, const char *api, const char *path)
     return n;
 }
 
-/* One child; v: 0 plain, else under pinfast with PINFAST_MIN_SIZE=min. */
-static char *run(int v, const char *min, const char *json)
+/* One child; v: 0 plain, else under pinfast with PINFAST_MIN_SIZE=min;
+ * busy: the cases behind work on their stream (BC_BUSY), and the cases'
+ * host buffer registered at its copies of 64 KiB or more. */
+static char *run(int v, const char *min, int busy, const char *json)
 {
     char seed[64], log[256], stats[300], minv[64];
     snprintf(seed, sizeof seed, "PFT_SEED=%llu", (unsigned long long)t_seed());
-    snprintf(log, sizeof log, "%s/%d.log", sp_dir, v);
+    snprintf(log, sizeof log, "%s/%d%s.log", sp_dir, v, busy ? "-busy" : "");
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
     snprintf(minv, sizeof minv, "PINFAST_MIN_SIZE=%s", min);
     char *argv[] = { "test_batch", "run", log, NULL };
-    const char *set[] = { seed, minv, "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", "PINFAST_STATS=json", stats, NULL };
+    const char *set[] = { seed, minv, "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", "PINFAST_STATS=json", stats,
+                          busy ? "BC_BUSY=1" : NULL, "PINFAST_REGISTER_MIN=64K", NULL };
     int rc = sp_run(argv, v != 0, set, NULL, NULL, 600, NULL);
     if (rc)
         fail_msg("child %d exited %d", v, rc);
@@ -88,11 +105,11 @@ static void equivalence(void **state)
     (void)state;
     char json[256];
     snprintf(json, sizeof json, "%s/report.json", sp_dir);
-    char *plain = run(0, "0", json);
+    char *plain = run(0, "0", 0, json);
     static const char *const mins[] = { "0", "128K" };
     static const char *const apis[] = { "cuMemcpyBatchAsync", "cuMemcpy3DBatchAsync" };
     for (int v = 1; v <= 2; v++) {
-        char *pf = run(v, mins[v - 1], json);
+        char *pf = run(v, mins[v - 1], 0, json);
         same(plain, pf);
         free(pf);
         struct report r;
@@ -108,6 +125,29 @@ static void equivalence(void **state)
         }
     }
     free(plain);
+}
+
+/* The cases behind work on their stream, with the sources of 3D ops read in
+ * the call written over as it returns (BC_BUSY), plain and under pinfast
+ * from 128 KiB: the logs must be equal, and 3D ops under it over the
+ * registration of the cases' host buffer (copied again and again) must
+ * have been bounced. */
+static void busy_cases(void **state)
+{
+    (void)state;
+    char json[256];
+    snprintf(json, sizeof json, "%s/report-busy.json", sp_dir);
+    char *plain = run(0, "128K", 1, json), *pf = run(1, "128K", 1, json);
+    same(plain, pf);
+    free(plain);
+    free(pf);
+    struct report r;
+    if (report_read(json, &r))
+        fail_msg("report: %s", r.err);
+    long bounced = calls(&r, "cuMemcpy3DBatchAsync", "bounced");
+    printf("[ busy     ] cuMemcpy3DBatchAsync bounced %ld\n", bounced);
+    if (OWN_MALLOC && !bounced)
+        fail_msg("no 3D batch op was bounced");
 }
 
 /* ---- source orders ------------------------------------------------------------ */
@@ -177,13 +217,6 @@ static void orders(void **state)
 }
 
 /* ---- a batch behind busy work ----------------------------------------------------- */
-/* A sanitizer's malloc comes before pinfast in the preload list: pinfast's
- * heap is off and nothing is registered (docs/design.md). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define OWN_MALLOC 0
-#else
-#define OWN_MALLOC 1
-#endif
 
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
 
@@ -261,6 +294,68 @@ static void busy_stream(void **state)
         assert_int_equal(bounced, 1);
 }
 
+/* A 3D batch the driver refuses at its second op (a device range past its
+ * allocation), the first an H2D from a registered heap block read in the
+ * call, behind a long "kernel", the source written over as the call
+ * returns: the driver moves the ops before the one it refuses, and the
+ * first must land what its source held at the call (plain reads pageable
+ * memory in the call; under pinfast the driver takes the registration for
+ * pinned memory, and the refused batch must be waited for). */
+static int refused_run(void)
+{
+    enum { W = 4096, ROWS = 16, N = 2 << 20, HOLD_US = 200000 }; /* N: a block pinfast registers */
+    if (t_setup(NULL))
+        return 30;
+    unsigned char *src = malloc(N), *sent = malloc(N), *back = calloc(1, N);
+    CUdeviceptr dev;
+    CUstream st;
+    if (!src || !sent || !back || D.MemAlloc(&dev, N) || D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
+        return 31;
+    if (t_copied_again(src, dev, N) || D.MemcpyHtoD(dev, back, N)) /* registered; the device side zeros */
+        return 32;
+    CUDA_MEMCPY3D_BATCH_OP ops[2] = {
+        { .src = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = { .ptr = (CUdeviceptr)(uintptr_t)src } },
+          .dst = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = { .ptr = dev } },
+          .extent = { .width = W, .height = ROWS, .depth = 1 },
+          .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL },
+        { .src = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = { .ptr = (CUdeviceptr)(uintptr_t)src } },
+          .dst = { .type = CU_MEMCPY_OPERAND_TYPE_POINTER, .op.ptr = { .ptr = dev + N - 8 } },
+          .extent = { .width = 64, .height = 1, .depth = 1 },
+          .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL },
+    };
+    t_fill(src, N, 200);
+    memcpy(sent, src, N);
+    if (D.LaunchHostFunc(st, hold, (void *)(uintptr_t)HOLD_US))
+        return 32;
+    CUresult r = D.Memcpy3DBatchAsync(2, ops, 0, st);
+    memset(src, 0xab, N); /* the program reuses its memory at once */
+    if (r == CUDA_SUCCESS || D.StreamSynchronize(st) || D.MemcpyDtoH(back, dev, W * ROWS))
+        return 33;
+    static const unsigned char zero[W];
+    for (size_t row = 0; row < ROWS; row++) /* moved, or not */
+        if (memcmp(back + row * W, sent + row * W, W) && memcmp(back + row * W, zero, W)) {
+            fprintf(stderr, "row %zu of the refused batch's first op landed bytes written after the call\n", row);
+            return 35;
+        }
+    free(src);
+    free(sent);
+    free(back);
+    return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
+}
+
+/* The refused batch's first op, plain and under pinfast. */
+static void refused_batch(void **state)
+{
+    (void)state;
+    char *argv[] = { "test_batch", "refused", NULL };
+    static const char *const set[] = { "PINFAST_STATS=off", NULL };
+    for (int v = 0; v < 2; v++) {
+        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
+        if (rc)
+            fail_msg("the %s refused child exited %d", v ? "pinfast" : "plain", rc);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "run") == 0)
@@ -269,7 +364,10 @@ int main(int argc, char **argv)
         return order_run();
     if (argc == 2 && strcmp(argv[1], "busy") == 0)
         return busy_run();
-    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(orders),
-                                        cmocka_unit_test(busy_stream) };
+    if (argc == 2 && strcmp(argv[1], "refused") == 0)
+        return refused_run();
+    const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(busy_cases),
+                                        cmocka_unit_test(orders),
+                                        cmocka_unit_test(busy_stream), cmocka_unit_test(refused_batch) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

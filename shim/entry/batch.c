@@ -24,8 +24,8 @@ static CUresult batch_driver(const struct batch_abi *b, void *scratch, const siz
     for (size_t j = 0; j < k && pf_register_watching(); j++)
         held |= b->guard(b->args, idx[j]);
     CUresult r = b->part(b->args, scratch, idx, k, fail ? &f : NULL);
-    if (held && r == CUDA_SUCCESS) /* as copies.h's FINISH */
-        r = pf_registered_await_stream(b->stream);
+    if (held)
+        r = pf_held_await(r, b->stream, 1);
     if (fail)
         *fail = r && f < k ? idx[f] : f;
     return r;

@@ -293,7 +293,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard, overrun, checked}; \
         int valid_ = valid; \
         FINISH(valid_ && (pf_batch_refused(&c_, &abi_, n, fail, v1) || pf_batch_stage(&c_, &abi_, n, fail, v1)), \
-               b_.bytes, pf_batch_guard_all(&abi_, n, valid_), abi_.stream, call); \
+               b_.bytes, pf_batch_guard_all(&abi_, n, valid_), abi_.stream, 1, call); \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's

@@ -23,19 +23,32 @@ static inline CUstream explicit_stream(CUstream s, int ptds) {
     return ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
 }
 
+/* After the driver's call r on stream s over host bytes a registration of
+ * pinfast's holds: the driver takes them for pinned memory, so an
+ * asynchronous copy is waited for, as the pageable one would be.  So is a
+ * call the driver refused when `refused_moves` (a batch: the driver moves
+ * the copies before the one it refuses, batch.h); a refused lone copy
+ * moved nothing.  The driver's error, if any, stays the call's. */
+static inline CUresult pf_held_await(CUresult r, CUstream s, int refused_moves) {
+    if (r != CUDA_SUCCESS && !refused_moves)
+        return r;
+    CUresult w = pf_registered_await_stream(s);
+    return r != CUDA_SUCCESS ? r : w;
+}
+
 /* A wrapper's end: the driver's own `call` unless the engine took the copy
  * (`taken`, which fills c_ and noted_), then the observers.  `guard` is 1
  * when a registration of pinfast's holds some of the host bytes the driver
- * is given (memory/register.h): the driver takes them for pinned, so an
- * asynchronous copy (`stream` not NULL) is waited for, as the pageable one
- * would be.  Under a capture the graph's copy runs later either way. */
-#define FINISH(taken, n, guard, stream, call) \
+ * is given (memory/register.h): an asynchronous call (`stream` not NULL)
+ * is then waited for (pf_held_await; `refused_moves` for batches).  Under
+ * a capture the graph's copy runs later either way. */
+#define FINISH(taken, n, guard, stream, refused_moves, call) \
     if (!(taken)) { \
         int held_ = (c_.host == PF_MEM_PAGEABLE || c_.host == PF_MEM_MIXED) && !pf_capturing() && (guard); \
         noted_ = noted_ && pf_nvtx_push("passthrough", c_.dir, n); \
         c_.result = call; \
-        if (held_ && (stream) && c_.result == CUDA_SUCCESS) \
-            c_.result = pf_registered_await_stream(stream); \
+        if (held_ && (stream)) \
+            c_.result = pf_held_await((CUresult)c_.result, stream, refused_moves); \
         pf_nvtx_pop(noted_); \
     } \
     pf_observe_copy(&c_); \

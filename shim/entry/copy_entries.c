@@ -99,7 +99,7 @@ static inline __attribute__((always_inline)) int linear(struct pf_copy_seen *c, 
         int noted_; \
         FINISH(linear(&c_, &noted_, PF_API_##family, ptds, async, (uintptr_t)(d), (uintptr_t)(s), n, st, dk, sk), n, \
                pf_register_guard((const void *)(c_.dir == PF_DIR_D2H ? (uintptr_t)(d) : (uintptr_t)(s)), n), \
-               async ? explicit_stream(st, ptds) : NULL, call); \
+               async ? explicit_stream(st, ptds) : NULL, 0, call); \
     } while (0)
 
 #define WRAP_LINEAR_ANY(family, ptds, sym) \
@@ -196,7 +196,7 @@ static int shaped(struct pf_copy_seen *c, int *noted, enum pf_copy_api api, size
         int ok_ = take_ && (xfer); /* engine/shape.h decides */ \
         x_.held_only |= ok_ && take_ == PF_TAKE_HELD; \
         FINISH(shaped(&c_, &noted_, PF_API_##family, n, rt_, h_, ok_ ? &x_ : NULL), n, pf_rows_guard(h_), \
-               as ? x_.stream : NULL, call); \
+               as ? x_.stream : NULL, 0, call); \
     } while (0)
 
 /* Declared in copies.h. */

@@ -3,7 +3,11 @@
 # without pinfast, one under it with 64 KiB slots and every size staged (as
 # tests/test_batch.c on the fake), one with PINFAST_MIN_SIZE=128K (small H2D
 # bounced), each diffed line by line against the plain run; then pinfast's
-# report must show both batch families staged.  Then, with
+# report must show both batch families staged.  Then the cases behind work
+# on their stream, the sources of 3D ops read in the call written over as
+# it returns (BC_BUSY=1), plain and under pinfast from 128 KiB with the
+# cases' host buffer registered at its copies of 64 KiB: no difference, and
+# the report must show 3D ops bounced.  Then, with
 # FAKE=<build>/tests/fake, the same cases on the fake driver against the
 # plain GPU run: where they differ, the fake does not answer as the driver
 # does (reported, not a failure here).  The probe tests/gpu/probes/batch_errors.c
@@ -36,6 +40,19 @@ for min in 0 128K; do
         done
     done
 done
+BC_BUSY=1 timeout 280 "$B/gpu_batch_check" "$cases" "$seed" >"$OUT/batch-plain-busy.log" 2>&1 || echo "busy plain: exit $?"
+BC_BUSY=1 LD_PRELOAD=$LIB PINFAST_MIN_SIZE=128K PINFAST_REGISTER_MIN=64K PINFAST_CHUNK=64K PINFAST_STAGING=1M \
+    PINFAST_STATS=json PINFAST_STATS_FILE="$OUT/batch-report-busy.json" timeout 280 "$B/gpu_batch_check" "$cases" \
+    "$seed" >"$OUT/batch-pinfast-busy.log" 2>&1 || echo "busy pinfast: exit $?"
+if diff "$OUT/batch-plain-busy.log" "$OUT/batch-pinfast-busy.log"; then
+    echo "batch behind busy streams: $(grep -c . "$OUT/batch-plain-busy.log") lines, no difference"
+else
+    echo "batch behind busy streams: DIFFERENCES"; fail=1
+fi
+n=$(grep -o '"api": *"cuMemcpy3DBatchAsync"[^}]*"path": *"bounced"[^}]*"calls": *[0-9]*' \
+    "$OUT/batch-report-busy.json" | sed 's/.*"calls": *//' | awk '{ n += $1 } END { print n + 0 }')
+echo "batch behind busy streams: cuMemcpy3DBatchAsync bounced ${n:-0}"
+[ "${n:-0}" -gt 0 ] || fail=1
 if [ -n "${FAKE:-}" ]; then
     LD_LIBRARY_PATH=$FAKE timeout 280 "$B/gpu_batch_check" "$cases" "$seed" >"$OUT/batch-fake.log" 2>&1 ||
         echo "fake: exit $?"
