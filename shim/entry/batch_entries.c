@@ -275,7 +275,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
 
 /* The body of a batch's wrapper: `valid` says the batch is well formed,
  * `args` its arguments for `stageable` and `part` (the driver's call for a
- * part of it). */
+ * part of it).  One refused on the legacy stream moved nothing (H100). */
 #define BATCHED(family, ptds, describe, valid, args, stageable, part, guard, overrun, checked, scratch, n, st, fail, \
                 v1, call) \
     do { \
@@ -293,7 +293,7 @@ static CUDA_MEMCPY3D_BATCH_OP *ops_part(const struct ops_args *b, void *scratch,
         struct batch_abi abi_ = {&a_, stageable, part, scratch, explicit_stream(st, ptds), guard, overrun, checked}; \
         int valid_ = valid; \
         FINISH(valid_ && (pf_batch_refused(&c_, &abi_, n, fail, v1) || pf_batch_stage(&c_, &abi_, n, fail, v1)), \
-               b_.bytes, pf_batch_guard_all(&abi_, n, valid_), abi_.stream, 1, call); \
+               b_.bytes, pf_batch_guard_all(&abi_, n, valid_), abi_.stream, abi_.stream != CU_STREAM_LEGACY, call); \
     } while (0)
 
 /* The 12.8 ABIs (failIdx) and the 13.0 ones: sym##_part is the driver's
