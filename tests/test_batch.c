@@ -19,9 +19,10 @@
  * Then a pitched batch H2D of a registered heap block queued behind a long
  * kernel returns at once (bounced under pinfast) and lands its rows.  Then a
  * 3D batch the driver refuses at its second op lands its first as its
- * source was at the call, over a registration too.
+ * source was at the call, over a registration too; and a batch's D2H into
+ * a registered block behind a long kernel returns at once.
  * Internal: test_batch run <log file>; test_batch order; test_batch busy;
- * test_batch refused. */
+ * test_batch refused; test_batch d2h. */
 #define _GNU_SOURCE
 #include "t.h"
 #include "report.h"
@@ -68,8 +69,7 @@ static long calls(const struct report *r, const char *api, const char *path)
 }
 
 /* One child; v: 0 plain, else under pinfast with PINFAST_MIN_SIZE=min;
- * busy: the cases behind work on their stream (BC_BUSY), and the cases'
- * host buffer registered at its copies of 64 KiB or more. */
+ * busy: the cases behind work on their stream (BC_BUSY). */
 static char *run(int v, const char *min, int busy, const char *json)
 {
     char seed[64], log[256], stats[300], minv[64];
@@ -79,7 +79,7 @@ static char *run(int v, const char *min, int busy, const char *json)
     snprintf(minv, sizeof minv, "PINFAST_MIN_SIZE=%s", min);
     char *argv[] = { "test_batch", "run", log, NULL };
     const char *set[] = { seed, minv, "PINFAST_CHUNK=64K", "PINFAST_STAGING=1M", "PINFAST_STATS=json", stats,
-                          busy ? "BC_BUSY=1" : NULL, "PINFAST_REGISTER_MIN=64K", NULL };
+                          busy ? "BC_BUSY=1" : NULL, NULL };
     int rc = sp_run(argv, v != 0, set, NULL, NULL, 600, NULL);
     if (rc)
         fail_msg("child %d exited %d", v, rc);
@@ -343,6 +343,59 @@ static int refused_run(void)
     return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
 }
 
+/* A linear batch of one D2H into a registered heap block, behind a long
+ * "kernel": the driver does not wait for a batch's D2H into pageable memory
+ * (H100), nor must it under pinfast, which passes the batch to the driver
+ * over the registration; the bytes land by the stream's end. */
+static int d2h_run(void)
+{
+    enum { N = 2 << 20, HOLD_US = 400000 };
+    if (t_setup(NULL))
+        return 30;
+    unsigned char *dst = malloc(N), *want = malloc(N);
+    CUdeviceptr dev;
+    CUstream st;
+    if (!dst || !want || D.MemAlloc(&dev, N) || D.StreamCreate(&st, CU_STREAM_NON_BLOCKING))
+        return 31;
+    if (t_copied_again(dst, dev, N)) /* registered under pinfast */
+        return 32;
+    t_fill(want, N, 300);
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst;
+    size_t n = N, idx = 0;
+    CUmemcpyAttributes a = { .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL };
+    if (D.MemcpyHtoD(dev, want, N) || D.LaunchHostFunc(st, hold, (void *)(uintptr_t)HOLD_US))
+        return 32;
+    double t0 = t_now();
+    CUresult r = D.MemcpyBatchAsync(&d, &dev, &n, 1, &a, &idx, 1, st);
+    double took = t_now() - t0;
+    if (r || D.StreamSynchronize(st))
+        return 33;
+    if (took > HOLD_US / 2 * 1e-6) {
+        fprintf(stderr, "the batch's D2H returned after %.0f ms, behind the kernel\n", took * 1e3);
+        return 34;
+    }
+    if (memcmp(dst, want, N)) {
+        fprintf(stderr, "the batch's D2H landed wrong bytes\n");
+        return 35;
+    }
+    free(dst);
+    free(want);
+    return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
+}
+
+/* The batch's D2H, plain and under pinfast. */
+static void d2h_unwaited(void **state)
+{
+    (void)state;
+    char *argv[] = { "test_batch", "d2h", NULL };
+    static const char *const set[] = { "PINFAST_STATS=off", NULL };
+    for (int v = 0; v < 2; v++) {
+        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
+        if (rc)
+            fail_msg("the %s d2h child exited %d", v ? "pinfast" : "plain", rc);
+    }
+}
+
 /* The refused batch's first op, plain and under pinfast. */
 static void refused_batch(void **state)
 {
@@ -366,8 +419,11 @@ int main(int argc, char **argv)
         return busy_run();
     if (argc == 2 && strcmp(argv[1], "refused") == 0)
         return refused_run();
+    if (argc == 2 && strcmp(argv[1], "d2h") == 0)
+        return d2h_run();
     const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(busy_cases),
                                         cmocka_unit_test(orders),
-                                        cmocka_unit_test(busy_stream), cmocka_unit_test(refused_batch) };
+                                        cmocka_unit_test(busy_stream), cmocka_unit_test(refused_batch),
+                                        cmocka_unit_test(d2h_unwaited) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

@@ -28,7 +28,7 @@ struct batch_abi {
     CUresult (*part)(void *args, void *scratch, const size_t *idx, size_t k, size_t *fail);
     size_t scratch_bytes;
     CUstream stream;
-    int (*guard)(void *args, size_t i);   /* before the driver sees copy i: pf_register_guard's answer */
+    int (*guard)(void *args, size_t i);   /* before the driver sees copy i: 1 when it is to be waited for */
     int (*overrun)(void *args, size_t i); /* copy i runs past the program's own registration (copies.h) */
     /* NULL, or: the driver checks every copy's parameters before it moves
      * any, and refuses a copy's memory with failIdx SIZE_MAX (3D batches,
@@ -40,7 +40,8 @@ struct batch_abi {
 enum { COPY_INVALID = -1, COPY_DRIVER, COPY_TAKE };
 
 /* Before the driver sees the whole batch, well formed or not: 1 when a
- * registration of pinfast's holds some of its host bytes. */
+ * registration of pinfast's holds the source of one of its copies read in
+ * the call (DURING_API_CALL), which the driver would read later. */
 int pf_batch_guard_all(const struct batch_abi *b, size_t n, int valid);
 
 /* A batch the wrapper found well formed with a copy that runs from the

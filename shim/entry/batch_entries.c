@@ -138,10 +138,20 @@ static int linear_stageable(void *args, size_t i, struct batch_copy *c) {
     return COPY_TAKE;
 }
 
+/* A copy's registered bytes the driver gets (batch.h's guard): only a
+ * source of order DURING_API_CALL needs the batch waited for; the other
+ * orders leave a source to the program until the copy is done, and the
+ * driver does not wait for a batch's D2H into pageable memory either. */
+static int held_source(int src, int dst, CUmemcpySrcAccessOrder o) {
+    (void)dst; /* guarded all the same: one due is cancelled */
+    return src && o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+}
+
 static int linear_guard(void *args, size_t i) {
     const struct linear_args *b = args;
-    return pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]) |
-           pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]);
+    return held_source(pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]),
+                       pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]),
+                       b->a[attr_of(b, i)].srcAccessOrder);
 }
 
 static int linear_overrun(void *args, size_t i) {
@@ -252,7 +262,8 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
 
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
-    return pf_rows_guard(op_rows(&o->src, &o->extent)) | pf_rows_guard(op_rows(&o->dst, &o->extent));
+    return held_source(pf_rows_guard(op_rows(&o->src, &o->extent)), pf_rows_guard(op_rows(&o->dst, &o->extent)),
+                       o->srcAccessOrder);
 }
 
 static int op_overrun(void *args, size_t i) {

@@ -5,9 +5,9 @@
 # bounced), each diffed line by line against the plain run; then pinfast's
 # report must show both batch families staged.  Then the cases behind work
 # on their stream, the sources of 3D ops read in the call written over as
-# it returns (BC_BUSY=1), plain and under pinfast from 128 KiB with the
-# cases' host buffer registered at its copies of 64 KiB: no difference, and
-# the report must show 3D ops bounced.  Then, with
+# it returns (BC_BUSY=1; the cases' host buffer registered first), plain
+# and under pinfast from 128 KiB: no difference, and the report must show
+# 3D ops bounced.  Then, with
 # FAKE=<build>/tests/fake, the same cases on the fake driver against the
 # plain GPU run: where they differ, the fake does not answer as the driver
 # does (reported, not a failure here).  The probe tests/gpu/probes/batch_errors.c
@@ -41,7 +41,7 @@ for min in 0 128K; do
     done
 done
 BC_BUSY=1 timeout 280 "$B/gpu_batch_check" "$cases" "$seed" >"$OUT/batch-plain-busy.log" 2>&1 || echo "busy plain: exit $?"
-BC_BUSY=1 LD_PRELOAD=$LIB PINFAST_MIN_SIZE=128K PINFAST_REGISTER_MIN=64K PINFAST_CHUNK=64K PINFAST_STAGING=1M \
+BC_BUSY=1 LD_PRELOAD=$LIB PINFAST_MIN_SIZE=128K PINFAST_CHUNK=64K PINFAST_STAGING=1M \
     PINFAST_STATS=json PINFAST_STATS_FILE="$OUT/batch-report-busy.json" timeout 280 "$B/gpu_batch_check" "$cases" \
     "$seed" >"$OUT/batch-pinfast-busy.log" 2>&1 || echo "busy pinfast: exit $?"
 if diff "$OUT/batch-plain-busy.log" "$OUT/batch-pinfast-busy.log"; then
