@@ -100,6 +100,18 @@ static void same(const char *a, const char *b)
     }
 }
 
+/* The child `test_batch what` plain, then under pinfast, with the
+ * settings `set`: each must exit 0. */
+static void both(const char *what, const char *const *set)
+{
+    char *argv[] = { "test_batch", (char *)what, NULL };
+    for (int v = 0; v < 2; v++) {
+        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
+        if (rc)
+            fail_msg("the %s %s child exited %d", v ? "pinfast" : "plain", what, rc);
+    }
+}
+
 static void equivalence(void **state)
 {
     (void)state;
@@ -207,18 +219,22 @@ static int order_run(void)
 static void orders(void **state)
 {
     (void)state;
-    for (int v = 0; v < 2; v++) {
-        char *argv[] = { "test_batch", "order", NULL };
-        const char *set[] = { "PINFAST_MIN_SIZE=0", NULL };
-        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
-        if (rc)
-            fail_msg("the %s child exited %d", v ? "pinfast" : "plain", rc);
-    }
+    static const char *const set[] = { "PINFAST_MIN_SIZE=0", NULL };
+    both("order", set);
 }
 
 /* ---- a batch behind busy work ----------------------------------------------------- */
 
 static void CUDA_CB hold(void *arg) { usleep((useconds_t)(uintptr_t)arg); }
+
+/* A call that took `took` seconds behind hold_us of work waited for it. */
+static int late(const char *what, double took, unsigned hold_us)
+{
+    if (took <= hold_us / 2 * 1e-6)
+        return 0;
+    fprintf(stderr, "%s returned after %.0f ms, behind the kernel\n", what, took * 1e3);
+    return 1;
+}
 
 /* A 3D batch op of 32 pitched rows (128 KiB, under PINFAST_MIN_SIZE) from
  * a heap block copied again and again (registered under pinfast), its
@@ -255,10 +271,8 @@ static int busy_run(void)
     double took = t_now() - t0;
     if (r || D.StreamSynchronize(st) || D.MemcpyDtoH(back, dev, 32 * W))
         return 33;
-    if (took > HOLD_US / 2 * 1e-6) {
-        fprintf(stderr, "the batch returned after %.0f ms, behind the kernel\n", took * 1e3);
+    if (late("the batch", took, HOLD_US))
         return 34;
-    }
     for (size_t row = 0; row < 32; row++)
         if (memcmp(src + row * PITCH, back + row * W, W)) {
             fprintf(stderr, "row %zu came back wrong\n", row);
@@ -278,13 +292,8 @@ static void busy_stream(void **state)
     char json[256], stats[300];
     snprintf(json, sizeof json, "%s/busy.json", sp_dir);
     snprintf(stats, sizeof stats, "PINFAST_STATS_FILE=%s", json);
-    char *argv[] = { "test_batch", "busy", NULL };
     const char *set[] = { "PINFAST_STATS=json", stats, NULL };
-    for (int v = 0; v < 2; v++) {
-        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
-        if (rc)
-            fail_msg("the %s busy child exited %d", v ? "pinfast" : "plain", rc);
-    }
+    both("busy", set);
     struct report r;
     if (report_read(json, &r))
         fail_msg("report: %s", r.err);
@@ -370,10 +379,8 @@ static int d2h_run(void)
     double took = t_now() - t0;
     if (r || D.StreamSynchronize(st))
         return 33;
-    if (took > HOLD_US / 2 * 1e-6) {
-        fprintf(stderr, "the batch's D2H returned after %.0f ms, behind the kernel\n", took * 1e3);
+    if (late("the batch's D2H", took, HOLD_US))
         return 34;
-    }
     if (memcmp(dst, want, N)) {
         fprintf(stderr, "the batch's D2H landed wrong bytes\n");
         return 35;
@@ -387,26 +394,16 @@ static int d2h_run(void)
 static void d2h_unwaited(void **state)
 {
     (void)state;
-    char *argv[] = { "test_batch", "d2h", NULL };
     static const char *const set[] = { "PINFAST_STATS=off", NULL };
-    for (int v = 0; v < 2; v++) {
-        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
-        if (rc)
-            fail_msg("the %s d2h child exited %d", v ? "pinfast" : "plain", rc);
-    }
+    both("d2h", set);
 }
 
 /* The refused batch's first op, plain and under pinfast. */
 static void refused_batch(void **state)
 {
     (void)state;
-    char *argv[] = { "test_batch", "refused", NULL };
     static const char *const set[] = { "PINFAST_STATS=off", NULL };
-    for (int v = 0; v < 2; v++) {
-        int rc = sp_run(argv, v, set, NULL, NULL, 120, NULL);
-        if (rc)
-            fail_msg("the %s refused child exited %d", v ? "pinfast" : "plain", rc);
-    }
+    both("refused", set);
 }
 
 int main(int argc, char **argv)
