@@ -352,13 +352,17 @@ static int refused_run(void)
     return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
 }
 
-/* A linear batch of one D2H into a registered heap block, behind a long
- * "kernel": the driver does not wait for a batch's D2H into pageable memory
- * (H100), nor must it under pinfast, which passes the batch to the driver
- * over the registration; the bytes land by the stream's end. */
-static int d2h_run(void)
+/* A batch of one D2H of 2 MiB, source order ANY, into a heap block copied
+ * again and again (registered under pinfast), behind a long "kernel": a
+ * linear batch (`rows` 0) or a 3D op of 32 rows of 64 KiB.  Into pageable
+ * memory the driver does not wait for the linear one, and waits for the
+ * stream and lands the rows before it returns (H200, probe_batch_d2h);
+ * into registered memory it waits for neither.  So pinfast, which passes
+ * the batch to the driver over its registration, must not wait for the
+ * first and must wait for the second.  The bytes land by the stream's end. */
+static int d2h_run(int rows)
 {
-    enum { N = 2 << 20, HOLD_US = 400000 };
+    enum { N = 2 << 20, ROW = 64 << 10, HOLD_US = 400000 };
     if (t_setup(NULL))
         return 30;
     unsigned char *dst = malloc(N), *want = malloc(N);
@@ -371,16 +375,26 @@ static int d2h_run(void)
     t_fill(want, N, 300);
     CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst;
     size_t n = N, idx = 0;
-    CUmemcpyAttributes a = { .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL };
+    CUmemcpyAttributes a = { .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_ANY };
+    CUDA_MEMCPY3D_BATCH_OP op = { .srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_ANY };
+    op.src.type = op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+    op.src.op.ptr.ptr = dev;
+    op.dst.op.ptr.ptr = d;
+    op.extent = (CUextent3D){ ROW, N / ROW, 1 };
     if (D.MemcpyHtoD(dev, want, N) || D.LaunchHostFunc(st, hold, (void *)(uintptr_t)HOLD_US))
         return 32;
     double t0 = t_now();
-    CUresult r = D.MemcpyBatchAsync(&d, &dev, &n, 1, &a, &idx, 1, st);
+    CUresult r = rows ? D.Memcpy3DBatchAsync(1, &op, 0, st) : D.MemcpyBatchAsync(&d, &dev, &n, 1, &a, &idx, 1, st);
     double took = t_now() - t0;
+    int landed = !memcmp(dst, want, N);
     if (r || D.StreamSynchronize(st))
         return 33;
-    if (late("the batch's D2H", took, HOLD_US))
+    if (!rows && late("the batch's D2H", took, HOLD_US))
         return 34;
+    if (rows && !landed) {
+        fprintf(stderr, "the 3D batch's D2H of %d rows had not landed when the call returned\n", N / ROW);
+        return 34;
+    }
     if (memcmp(dst, want, N)) {
         fprintf(stderr, "the batch's D2H landed wrong bytes\n");
         return 35;
@@ -390,12 +404,13 @@ static int d2h_run(void)
     return D.MemFree(dev) || D.StreamDestroy(st) ? 36 : 0;
 }
 
-/* The batch's D2H, plain and under pinfast. */
-static void d2h_unwaited(void **state)
+/* The batch's D2H, linear and of rows, plain and under pinfast. */
+static void d2h_registered(void **state)
 {
     (void)state;
     static const char *const set[] = { "PINFAST_STATS=off", NULL };
     both("d2h", set);
+    both("d2h_rows", set);
 }
 
 /* The refused batch's first op, plain and under pinfast. */
@@ -417,10 +432,12 @@ int main(int argc, char **argv)
     if (argc == 2 && strcmp(argv[1], "refused") == 0)
         return refused_run();
     if (argc == 2 && strcmp(argv[1], "d2h") == 0)
-        return d2h_run();
+        return d2h_run(0);
+    if (argc == 2 && strcmp(argv[1], "d2h_rows") == 0)
+        return d2h_run(1);
     const struct CMUnitTest tests[] = { cmocka_unit_test(equivalence), cmocka_unit_test(busy_cases),
                                         cmocka_unit_test(orders),
                                         cmocka_unit_test(busy_stream), cmocka_unit_test(refused_batch),
-                                        cmocka_unit_test(d2h_unwaited) };
+                                        cmocka_unit_test(d2h_registered) };
     return cmocka_run_group_tests(tests, sp_dir_setup, sp_dir_teardown);
 }

@@ -82,8 +82,8 @@ static int side_valid(CUdeviceptr p, size_t span) {
 /* A copy pinfast may take, by its route and source order: an H2D whose
  * source is read in the call (DURING_API_CALL, ANY), as staging reads it.
  * One of stream order (STREAM) stays with the driver; so do D2H copies:
- * the driver does not wait for a batch's D2H into pageable memory (H100, batch-probe.log in
- * docs/results/2026-11-24-h100-registration-cache/logs.log), and staging one would make the program wait. */
+ * the driver does not wait for some of them (one row, order STREAM or ANY:
+ * held_waits), and staging one would make the program wait. */
 static int batch_takes(struct pf_route rt, CUmemcpySrcAccessOrder o) {
     return rt.dir == PF_DIR_H2D && o != CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
 }
@@ -138,20 +138,29 @@ static int linear_stageable(void *args, size_t i, struct batch_copy *c) {
     return COPY_TAKE;
 }
 
-/* A copy's registered bytes the driver gets (batch.h's guard): only a
- * source of order DURING_API_CALL needs the batch waited for; the other
- * orders leave a source to the program until the copy is done, and the
- * driver does not wait for a batch's D2H into pageable memory either. */
-static int held_source(int src, int dst, CUmemcpySrcAccessOrder o) {
-    (void)dst; /* guarded all the same: one due is cancelled */
-    return src && o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+/* A copy's registered bytes the driver gets (batch.h's guard): 1 when the
+ * batch must be waited for, as the driver, given pageable memory, would
+ * have read or written it before returning (H200, probe_batch_d2h and
+ * test_batch's refused case).  A source of order DURING_API_CALL: the
+ * driver reads pageable memory in the call, registered memory in stream
+ * order.  A destination of a copy of more than one row (`rows`, a 3D op's)
+ * of order STREAM or ANY: into pageable memory the driver waits for the
+ * stream and lands the copy before it returns, into registered memory it
+ * does not.  The driver treats the rest alike whatever the host memory:
+ * the other orders leave a source to the program until the copy is done,
+ * a copy of one row into host memory of those orders is not waited for,
+ * and one from device memory of order DURING_API_CALL always is. */
+static int held_waits(int src, int dst, CUmemcpySrcAccessOrder o, int rows) {
+    if (o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)
+        return src;
+    return dst && rows;
 }
 
 static int linear_guard(void *args, size_t i) {
     const struct linear_args *b = args;
-    return held_source(pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]),
-                       pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]),
-                       b->a[attr_of(b, i)].srcAccessOrder);
+    return held_waits(pf_register_guard((const void *)(uintptr_t)b->s[i], b->z[i]),
+                      pf_register_guard((const void *)(uintptr_t)b->d[i], b->z[i]), b->a[attr_of(b, i)].srcAccessOrder,
+                      0);
 }
 
 static int linear_overrun(void *args, size_t i) {
@@ -262,8 +271,8 @@ static int op_stageable(void *args, size_t i, struct batch_copy *c) {
 
 static int op_guard(void *args, size_t i) {
     const CUDA_MEMCPY3D_BATCH_OP *o = &((const struct ops_args *)args)->ops[i];
-    return held_source(pf_rows_guard(op_rows(&o->src, &o->extent)), pf_rows_guard(op_rows(&o->dst, &o->extent)),
-                       o->srcAccessOrder);
+    return held_waits(pf_rows_guard(op_rows(&o->src, &o->extent)), pf_rows_guard(op_rows(&o->dst, &o->extent)),
+                      o->srcAccessOrder, o->extent.height > 1 || o->extent.depth > 1);
 }
 
 static int op_overrun(void *args, size_t i) {

@@ -27,9 +27,9 @@ static size_t span_of(const struct fake_copy *cp, int src)
     return ((cp->depth - 1) * h + (cp->height - 1)) * pitch + cp->width;
 }
 
-/* wait_dst: wait for a copy into pageable memory (every copy API but the
- * batches, which do not: seen on the H100, batch-probe.log in
- * docs/results/2026-11-24-h100-registration-cache/logs.log). */
+/* sync: wait for the copy (and the work before it); wait_dst: wait for a
+ * copy into pageable memory (every copy API, batches by batch_submit's
+ * rules). */
 static CUresult submit_copy(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind skind,
                             enum fake_mem_kind dkind, int sync, int wait_dst)
 {
@@ -383,13 +383,19 @@ static CUresult batch_stream(CUstream h, int pt, size_t *failIdx, struct fake_st
  * Not modelled: behind busy work the H200's driver read a linear batch's
  * pageable source of 128 KiB or more after the call returned, with
  * DURING_API_CALL too (probe_driver_staging slices); the fake keeps to the
- * documented order.  A copy into pageable memory is not waited for (H100:
- * the call returns before it lands). */
+ * documented order.  Into host memory (H200, probe_batch_d2h): a copy from
+ * device memory of order DURING_API_CALL is waited for, its stream's work
+ * and then the copy, whatever the host memory; one of the other orders
+ * into pageable memory only when it has more than one row (`rows`, a 3D
+ * op's), into pinned memory never; a linear one is not waited for (H100
+ * and H200: the call returns before it lands). */
 static CUresult batch_submit(struct fake_stream *s, struct fake_copy cp, enum fake_mem_kind sk,
-                             enum fake_mem_kind dk, CUmemcpySrcAccessOrder order)
+                             enum fake_mem_kind dk, CUmemcpySrcAccessOrder order, int rows)
 {
     int in_order = order == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM && sk == MEM_PAGEABLE;
-    return submit_copy(s, cp, in_order ? MEM_PINNED : sk, dk, 0, 0);
+    int read_now = order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL && sk == MEM_DEVICE &&
+                   (dk == MEM_PAGEABLE || dk == MEM_PINNED || dk == MEM_REGISTERED);
+    return submit_copy(s, cp, in_order ? MEM_PINNED : sk, dk, read_now, rows && !read_now);
 }
 
 /* A source order the documentation names; 0 (INVALID) and any value past
@@ -444,7 +450,7 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
         }
         struct fake_copy cp = { .dst = d, .src = sp, .width = sizes[i], .height = 1, .depth = 1,
                                 .dpitch = sizes[i], .dheight = 1, .spitch = sizes[i], .sheight = 1 };
-        if ((r = batch_submit(s, cp, sk, dk, attrs[a].srcAccessOrder)))
+        if ((r = batch_submit(s, cp, sk, dk, attrs[a].srcAccessOrder, 0)))
             return r;
     }
     return CUDA_SUCCESS;
@@ -561,7 +567,7 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
         if (sk == MEM_PAGEABLE && ops[i].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL &&
             !fake_stream_capturing(s))
             fake_stream_wait_queued(s);
-        if ((r = batch_submit(s, cp, sk, dk, ops[i].srcAccessOrder)))
+        if ((r = batch_submit(s, cp, sk, dk, ops[i].srcAccessOrder, e->height > 1 || e->depth > 1)))
             return r;
     }
     return CUDA_SUCCESS;
