@@ -18,6 +18,10 @@
  * zero extent, a rowLength under the width, batch flags.  Copies of a batch
  * never overlap (a batch's copies have no order).  Device memory is filled
  * and read back through pinned memory, which pinfast never stages.
+ * Each case also logs a hash of the host sides of the D2H copies that the
+ * driver has landed when the call returns (H200, probe_batch_d2h): those
+ * of order DURING_API_CALL, and a 3D op's of more than one row into
+ * pageable memory; pinfast must not let the program see them unlanded.
  * With BC_BUSY=1 in the environment every batch is queued behind a host
  * function of 1 ms on the cases' stream, and the pageable sources of its
  * 3D H2D ops read in the call (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL)
@@ -105,6 +109,16 @@ static void sides(int kind, size_t i, size_t off, CUdeviceptr *dst, CUdeviceptr 
     *src = kind == 4 ? DEV2 + i * SLOT + off : kind == 1 || kind == 3 ? dev : host;
 }
 
+/* Whether copy k's host side (kind 1 pageable D2H, 3 pinned D2H) has
+ * landed when a successful call returns, by its source order and rows:
+ * then its slot is hashed into *at. */
+static void landed(uint64_t *at, int kind, size_t k, CUmemcpySrcAccessOrder o, size_t rows)
+{
+    int during = o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+    if ((kind == 1 && (during || rows > 1)) || (kind == 3 && during))
+        *at = hash_bytes(*at, (kind == 1 ? HOST : PINOP) + k * SLOT, SLOT);
+}
+
 static CUmemLocation hint(void)
 {
     CUmemLocation l;
@@ -125,10 +139,11 @@ static void case_linear(int i, int v1, int bad)
     size_t n = R(1, SLOTS), z[SLOTS], ai[SLOTS + 1], na = R(1, n), fi = 0x5a5a;
     CUdeviceptr d[SLOTS], s[SLOTS];
     CUmemcpyAttributes a[SLOTS + 1];
+    int kinds[SLOTS];
     memset(a, 0, sizeof a);
     uint64_t salt = rng_next(&rs);
     for (size_t k = 0; k < n; k++) {
-        int kind = R(0, 3) ? (int)R(0, 1) : (int)R(2, 4);
+        int kind = kinds[k] = R(0, 3) ? (int)R(0, 1) : (int)R(2, 4);
         z[k] = R(0, 3) ? R(1, 64 << 10) : R(1, SLOT / 2);
         sides(kind, k, R(0, SLOT - z[k]), &d[k], &s[k]);
     }
@@ -168,9 +183,15 @@ static void case_linear(int i, int v1, int bad)
     CUmemcpyAttributes *ap = bad == B_NULL && j >= 2 ? NULL : a;
     CUresult r = v1 ? BC(MemcpyBatchAsync12)(dp, s, zp, cnt, ap, ai, na, &fi, st)
                     : BC(MemcpyBatchAsync)(dp, s, zp, cnt, ap, ai, na, st);
+    uint64_t at = 0;
+    for (size_t k = 0, m = 0; r == CUDA_SUCCESS && k < n; k++) {
+        while (m + 1 < na && ai[m + 1] <= k) /* the attributes copy k has */
+            m++;
+        landed(&at, kinds[k], k, a[m].srcAccessOrder, 1);
+    }
     uint64_t h = bc_hash();
-    BC_LOG("%d linear v1=%d bad=%d count=%zu attrs=%zu: %d fail=%lld %016llx\n", i, v1, bad, n, na, r,
-           fi == SIZE_MAX ? -1LL : (long long)fi, (unsigned long long)h);
+    BC_LOG("%d linear v1=%d bad=%d count=%zu attrs=%zu: %d fail=%lld %016llx at=%016llx\n", i, v1, bad, n, na, r,
+           fi == SIZE_MAX ? -1LL : (long long)fi, (unsigned long long)h, (unsigned long long)at);
 }
 
 static void case_3d(int i, int v1, int bad)
@@ -219,14 +240,17 @@ static void case_3d(int i, int v1, int bad)
     bc_fill(salt);
     busy_before();
     CUresult r = v1 ? BC(Memcpy3DBatchAsync12)(n, ops, &fi, flags, st) : BC(Memcpy3DBatchAsync)(n, ops, flags, st);
+    uint64_t at = 0;
+    for (size_t k = 0; r == CUDA_SUCCESS && k < n; k++)
+        landed(&at, kinds[k], k, ops[k].srcAccessOrder, ops[k].extent.height * ops[k].extent.depth);
     for (size_t k = 0; BUSY && k < n; k++) /* each op's sides lie in its own slot */
         if (kinds[k] == 0 && ops[k].srcAccessOrder == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL) {
             uint64_t s = salt ^ (k + 1);
             rng_fill(&s, HOST + k * SLOT, SLOT);
         }
     uint64_t h = bc_hash();
-    BC_LOG("%d 3d v1=%d bad=%d count=%zu: %d fail=%lld %016llx\n", i, v1, bad, n, r,
-           fi == SIZE_MAX ? -1LL : (long long)fi, (unsigned long long)h);
+    BC_LOG("%d 3d v1=%d bad=%d count=%zu: %d fail=%lld %016llx at=%016llx\n", i, v1, bad, n, r,
+           fi == SIZE_MAX ? -1LL : (long long)fi, (unsigned long long)h, (unsigned long long)at);
 }
 
 /* The cases, in the current context: the buffers first, then n cases. */
