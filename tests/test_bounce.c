@@ -93,7 +93,7 @@ static void test_no_wait_behind_kernel(void **s)
         size_t n = t_rand_range(8 * KiB, 16 * KiB);
         char who[32];
         snprintf(who, sizeof who, "stream %d", k);
-        burst_behind_kernel(who, streams[k], n, (3 * MiB) / n,
+        burst_behind_kernel(who, streams[k], n, (4 * MiB) / n,
                             "not waiting for the stream as the driver does past its staging",
                             "bounced copies whose sources were overwritten after the call");
     }
@@ -103,7 +103,7 @@ static void test_no_wait_behind_kernel(void **s)
 /* Small copies on streams that keep up, 100 at a time between waits, are
  * passed to the driver, which stages them without waiting: a bounce would
  * only add its copy, DMA and fence.  pinfast records an event (a mark)
- * after every 512 KiB of them, a bounce one after each: fewer than one
+ * after every 1 MiB of them, a bounce one after each: fewer than one
  * record in 16 copies.  Every byte lands. */
 static void test_idle_stream_passes(void **s)
 {
@@ -329,7 +329,7 @@ static void test_area_full(void **s)
     for (int round = 0; round < 3; round++) {
         char who[32];
         snprintf(who, sizeof who, "round %d", round);
-        burst_behind_kernel(who, blocking, 8 * KiB, 300, "not waiting past its staging",
+        burst_behind_kernel(who, blocking, 8 * KiB, 450, "not waiting past its staging",
                             "copies bounced and passed through");
     }
 }

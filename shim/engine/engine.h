@@ -34,7 +34,7 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
  * its bytes; docs/design.md, "The bounce area", says why not more).  A
  * larger copy takes one of the driver's two places for such copies, and
  * is asked about each time. */
-#define PF_PASS_MARK_EVERY ((size_t)512 << 10)
+#define PF_PASS_MARK_EVERY ((size_t)1 << 20)
 #define PF_PASS_CHARGE_MIN ((size_t)256)
 #define PF_PASS_SMALL ((size_t)64 << 10)
 struct pf_passing {

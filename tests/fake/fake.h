@@ -147,15 +147,17 @@ void fake_stream_wait_queued(struct fake_stream *s);
  * driver copies it into its own pinned staging memory and returns at once
  * while that lasts; beyond, it first waits for everything queued on the
  * stream.  Copies up to FAKE_STAGING_SMALL share FAKE_STAGING bytes of
- * staging not yet run on the stream; a larger one takes one of
- * FAKE_STAGING_LARGE places, and one over FAKE_STAGING always waits.
- * Behind 5 ms of work, on the H100 (driver 580, tests/gpu/probes/bounce_line.c):
- * one copy of 2 MiB or 256 of 4 KiB returned at once, one of 4 MiB or 256
- * of 16 KiB waited; on the H200 (driver 580,
- * tests/gpu/probes/probe_driver_staging.c): 48 of 64 KiB returned at once,
- * 64 waited; of 96 KiB to 512 KiB, two returned at once and the third
- * waited. */
-#define FAKE_STAGING (2u << 20)
+ * staging not yet run on the stream, each taking whole pages of
+ * FAKE_STAGING_PAGE; a larger one takes one of FAKE_STAGING_LARGE places,
+ * and one over FAKE_STAGING always waits.  Behind busy work on the H200
+ * (driver 580, tests/gpu/probes/probe_driver_staging.c `small`): 3 MiB of
+ * copies of 4 KiB to 64 KiB returned at once, 4 MiB waited; 512 copies of
+ * 1 KiB returned at once, 1024 waited, as did 2048 of 4 or 256 bytes; of
+ * 96 KiB to 512 KiB, two returned at once and the third waited.  On the
+ * H100 (tests/gpu/probes/bounce_line.c): one copy of 2 MiB or 256 of 4 KiB
+ * returned at once, one of 4 MiB or 256 of 16 KiB waited. */
+#define FAKE_STAGING (3u << 20)
+#define FAKE_STAGING_PAGE 4096u
 #define FAKE_STAGING_SMALL (64u << 10)
 #define FAKE_STAGING_LARGE 2
 void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes);

@@ -454,14 +454,15 @@ void fake_stream_stage(struct fake_stream *s, struct fake_op *op, size_t bytes)
 {
     pthread_mutex_lock(&fake_lock);
     int large = bytes > FAKE_STAGING_SMALL;
-    if (bytes > FAKE_STAGING || (large ? s->staged_large >= FAKE_STAGING_LARGE : s->staged + bytes > FAKE_STAGING))
+    size_t pages = (bytes + FAKE_STAGING_PAGE - 1) / FAKE_STAGING_PAGE * FAKE_STAGING_PAGE;
+    if (bytes > FAKE_STAGING || (large ? s->staged_large >= FAKE_STAGING_LARGE : s->staged + pages > FAKE_STAGING))
         stream_wait_seq_locked(s, s->enqueued, 0);
     if (large) {
         op->staged_large = 1;
         s->staged_large++;
     } else {
-        op->staged = bytes;
-        s->staged += bytes;
+        op->staged = pages;
+        s->staged += pages;
     }
     pthread_mutex_unlock(&fake_lock);
 }

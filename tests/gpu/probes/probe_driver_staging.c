@@ -15,7 +15,13 @@
  * three times first, which registers it, so that pinfast takes these
  * copies over its registration.  One JSON line per size and burst (or copy): the median
  * return time in ms over REPS (and the rows that landed wrong).
- *   probe_driver_staging [slices] */
+ * With `small`, bursts of copies of 4 bytes to 64 KiB (the ones the driver
+ * stages by bytes) of 512 KiB to 4 MiB, each copy counted as at least 256
+ * bytes as pinfast counts them (engine/engine.h), behind ~SMALL_BUSY_MS of
+ * memsets, long enough that the largest burst's calls end well before the
+ * work does: how many bytes of such copies the driver holds without
+ * waiting (`small N`: copies of N bytes only).
+ *   probe_driver_staging [slices | small [N]] */
 #include <cuda.h>
 #include "../probe.h"
 
@@ -23,6 +29,7 @@
 
 #define REPS 7
 #define BUSY_MS 5.0
+#define SMALL_BUSY_MS 60.0
 
 /* How pitched_return_ms copies: a 3D copy of n slices, a 2D copy into
  * device memory or into an array, a 3D batch op of one slice, or (linear,
@@ -106,6 +113,35 @@ static double pitched_return_ms(CUstream st, CUdeviceptr busy, size_t busy_bytes
     return probe_median(v, REPS);
 }
 
+/* The `small` bursts: for each size (or `only`, where not 0), bursts of
+ * `charged` bytes counted as pinfast counts them, behind ~SMALL_BUSY_MS of
+ * memsets. */
+static void small_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d, const unsigned char *h,
+                         size_t only) {
+    static const size_t sizes[] = {4, 256, 1024, 4096, 16 << 10, 64 << 10};
+    float one_ms;
+    int memsets = probe_busy_memsets(st, busy, busy_bytes, SMALL_BUSY_MS, &one_ms);
+    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t charged = 512 << 10; (!only || sizes[s] == only) && charged <= (size_t)4 << 20;
+             charged += 512 << 10) {
+            size_t n = sizes[s], count = charged / (n > 256 ? n : 256);
+            double v[REPS];
+            for (int r = 0; r < REPS; r++) {
+                for (int m = 0; m < memsets; m++)
+                    CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
+                double t0 = probe_now();
+                for (size_t i = 0; i < count; i++)
+                    CK(cuMemcpyHtoDAsync(d + i * n, h + i * n, n, st));
+                v[r] = (probe_now() - t0) * 1e3;
+                CK(cuStreamSynchronize(st));
+            }
+            printf("{\"probe\":\"driver_staging_small\",\"bytes\":%zu,\"burst\":%zu,\"charged_kib\":%zu,"
+                   "\"busy_ms\":%.1f,\"return_ms\":%.3f}\n",
+                   n, count, charged >> 10, memsets * one_ms, probe_median(v, REPS));
+            fflush(stdout);
+        }
+}
+
 int main(int argc, char **argv) {
     static const size_t sizes[] = {16 << 10, 64 << 10, 96 << 10, 128 << 10, 256 << 10, 512 << 10};
     static const int bursts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -121,6 +157,10 @@ int main(int argc, char **argv) {
         h[i] = (unsigned char)(i * 131 + 7);
     float one_ms;
     int memsets = probe_busy_memsets(st, busy, busy_bytes, BUSY_MS, &one_ms);
+    if (argc > 1 && !strcmp(argv[1], "small")) {
+        small_bursts(st, busy, busy_bytes, d, h, argc > 2 ? strtoull(argv[2], NULL, 0) : 0);
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "slices")) {
         for (int i = 0; i < 3; i++)
             CK(cuMemcpyHtoD(d, h, most));
