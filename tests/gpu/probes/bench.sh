@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the bench harness with its results copied to $OUT.
-# uthash (a header) is not installed there: carry .deps/include/uthash.h.
 set -u
-export CPATH=$PWD/.deps/include${CPATH:+:$CPATH} PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 bench/run "$@"
 rc=$?
 mkdir -p "$OUT/r"
