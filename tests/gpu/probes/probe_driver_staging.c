@@ -21,7 +21,11 @@
  * memsets, long enough that the largest burst's calls end well before the
  * work does: how many bytes of such copies the driver holds without
  * waiting (`small N`: copies of N bytes only).
- *   probe_driver_staging [slices | small [N]] */
+ * With `streams`, 1 to 4 streams each behind ~SMALL_BUSY_MS of memsets,
+ * then on each in turn a burst of 16 KiB copies: whether the driver's
+ * staging for such copies is a stream's or the context's (the return time
+ * after each stream's burst).
+ *   probe_driver_staging [slices | small [N] | streams] */
 #include <cuda.h>
 #include "../probe.h"
 
@@ -142,6 +146,48 @@ static void small_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdev
         }
 }
 
+/* The `streams` bursts: per stream, bursts of `each` bytes of 16 KiB
+ * copies, behind every stream's memsets. */
+static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d,
+                          const unsigned char *h) {
+    enum { MAX_STREAMS = 4 };
+    const size_t n = 16 << 10;
+    CUstream st[MAX_STREAMS] = {first};
+    for (int k = 1; k < MAX_STREAMS; k++)
+        CK(cuStreamCreate(&st[k], CU_STREAM_NON_BLOCKING));
+    float one_ms;
+    int memsets = probe_busy_memsets(first, busy, busy_bytes, SMALL_BUSY_MS, &one_ms);
+    for (int streams = 1; streams <= MAX_STREAMS; streams++)
+        for (size_t each = 1 << 20; each <= (size_t)5 << 19; each += 1 << 19) {
+            double v[REPS][MAX_STREAMS];
+            for (int r = 0; r < REPS; r++) {
+                for (int k = 0; k < streams; k++)
+                    for (int m = 0; m < memsets; m++)
+                        CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st[k]));
+                double t0 = probe_now();
+                for (int k = 0; k < streams; k++) {
+                    size_t base = (size_t)k * each;
+                    for (size_t i = 0; i < each / n; i++)
+                        CK(cuMemcpyHtoDAsync(d + base + i * n, h + base + i * n, n, st[k]));
+                    v[r][k] = (probe_now() - t0) * 1e3;
+                }
+                for (int k = 0; k < streams; k++)
+                    CK(cuStreamSynchronize(st[k]));
+            }
+            printf("{\"probe\":\"driver_staging_streams\",\"streams\":%d,\"each_kib\":%zu,\"busy_ms\":%.1f,"
+                   "\"after_stream_ms\":[",
+                   streams, each >> 10, memsets * one_ms);
+            for (int k = 0; k < streams; k++) {
+                double col[REPS];
+                for (int r = 0; r < REPS; r++)
+                    col[r] = v[r][k];
+                printf("%s%.3f", k ? "," : "", probe_median(col, REPS));
+            }
+            printf("]}\n");
+            fflush(stdout);
+        }
+}
+
 int main(int argc, char **argv) {
     static const size_t sizes[] = {16 << 10, 64 << 10, 96 << 10, 128 << 10, 256 << 10, 512 << 10};
     static const int bursts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -159,6 +205,10 @@ int main(int argc, char **argv) {
     int memsets = probe_busy_memsets(st, busy, busy_bytes, BUSY_MS, &one_ms);
     if (argc > 1 && !strcmp(argv[1], "small")) {
         small_bursts(st, busy, busy_bytes, d, h, argc > 2 ? strtoull(argv[2], NULL, 0) : 0);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "streams")) {
+        stream_bursts(st, busy, busy_bytes, d, h);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "slices")) {
