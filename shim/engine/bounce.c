@@ -203,9 +203,10 @@ int pf_bounce_copy(const struct pf_xfer *x, CUresult *result) {
 
 /* ---- whether the driver would wait ---------------------------------------- */
 /* The driver stages a pageable H2D up to 64 KiB itself and returns at once
- * while its own staging (2-3 MiB of such copies) has room; a larger one
- * takes one of two places, and the third waits for the stream
- * (tests/gpu/probes/probe_driver_staging.c, docs/design.md).  On a stream
+ * while the stream's own staging (about 3 MiB, a copy taking whole 4 KiB
+ * pages) has room; a larger one takes one of two places, and the third
+ * waits for the stream (tests/gpu/probes/probe_driver_staging.c,
+ * docs/design.md).  On a stream
  * that keeps up, a bounce only costs more than that (a copy, a DMA and an
  * event).  So a thread's small copies on one stream pass through while at
  * most 2 * PF_PASS_MARK_EVERY of them may still be queued (engine.h counts
