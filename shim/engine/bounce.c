@@ -206,18 +206,17 @@ int pf_bounce_copy(const struct pf_xfer *x, CUresult *result) {
  * while the stream's own staging (about 3 MiB, a copy taking whole 4 KiB
  * pages) has room; a larger one takes one of two places, and the third
  * waits for the stream (tests/gpu/probes/probe_driver_staging.c,
- * docs/design.md).  On a stream
- * that keeps up, a bounce only costs more than that (a copy, a DMA and an
- * event).  So a thread's small copies on one stream pass through while at
- * most 2 * PF_PASS_MARK_EVERY of them may still be queued (engine.h counts
- * them): a mark (an event) is recorded after every PF_PASS_MARK_EVERY of
- * them, and the next ones are bounced only while the mark before is not
- * over, asked again at each (a question costs far less than a bounce, and
- * a burst behind longer work must not leave the copies after it bounced).
- * A larger copy passes when its stream is idle, or when the mark recorded
- * at the one before it is over: then only that one may hold a place (a
- * kernel queued since is unseen by any count: only the stream's own answer
- * will do). */
+ * docs/design.md).  On a stream that keeps up, a bounce only costs more
+ * than that (a copy, a DMA and an event).  So a thread's small copies on
+ * one stream pass through while at most 2 * PF_PASS_MARK_EVERY of them
+ * may still be queued (engine.h counts them): a mark (an event) is
+ * recorded after every PF_PASS_MARK_EVERY of them, and the next ones are
+ * bounced only while the mark before is not over, asked again at each (a
+ * question costs far less than a bounce, and a burst behind longer work
+ * must not leave the copies after it bounced).  A larger copy passes when
+ * its stream is idle, or when the mark recorded at the one before it is
+ * over: then only that one may hold a place (a kernel queued since is
+ * unseen by any count: only the stream's own answer will do). */
 
 __thread struct pf_passing pf_passing_;
 
