@@ -16,7 +16,7 @@
  * copies over its registration.  One JSON line per size and burst (or copy): the median
  * return time in ms over REPS (and the rows that landed wrong).
  * With `small`, bursts of copies of 4 bytes to 64 KiB (the ones the driver
- * stages by bytes) of 512 KiB to 4 MiB, each copy counted as at least 256
+ * stages in its own pages) of 512 KiB to 4 MiB, each copy counted as at least 256
  * bytes as pinfast counts them (engine/engine.h), behind ~SMALL_BUSY_MS of
  * memsets, long enough that the largest burst's calls end well before the
  * work does: how many bytes of such copies the driver holds without
@@ -125,9 +125,10 @@ static void small_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdev
     static const size_t sizes[] = {4, 256, 1024, 4096, 16 << 10, 64 << 10};
     float one_ms;
     int memsets = probe_busy_memsets(st, busy, busy_bytes, SMALL_BUSY_MS, &one_ms);
-    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-        for (size_t charged = 512 << 10; (!only || sizes[s] == only) && charged <= (size_t)4 << 20;
-             charged += 512 << 10) {
+    for (unsigned s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        if (only && sizes[s] != only)
+            continue;
+        for (size_t charged = 512 << 10; charged <= (size_t)4 << 20; charged += 512 << 10) {
             size_t n = sizes[s], count = charged / (n > 256 ? n : 256);
             double v[REPS];
             for (int r = 0; r < REPS; r++) {
@@ -144,12 +145,12 @@ static void small_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdev
                    n, count, charged >> 10, memsets * one_ms, probe_median(v, REPS));
             fflush(stdout);
         }
+    }
 }
 
 /* The `streams` bursts: per stream, bursts of `each` bytes of 16 KiB
  * copies, behind every stream's memsets. */
-static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d,
-                          const unsigned char *h) {
+static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d, const unsigned char *h) {
     enum { MAX_STREAMS = 4 };
     const size_t n = 16 << 10;
     CUstream st[MAX_STREAMS] = {first};
