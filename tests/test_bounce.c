@@ -175,6 +175,50 @@ static void test_after_burst_passes(void **s)
     free(h);
 }
 
+/* ---- streams in turn ------------------------------------------------------------ */
+/* One thread's copies of 8-16 KiB alternating between two streams, each
+ * behind a long kernel, 3.5 MiB a stream: more than the driver stages for
+ * one stream without waiting (FAKE_STAGING).  Counted a stream at a time,
+ * the first 2 MiB of each pass and the rest are bounced: the burst returns
+ * before the kernels end, and after them without pinfast.  Counted afresh
+ * at each switch, every copy passed and the burst waited. */
+static void test_streams_alternate(void **s)
+{
+    (void)s;
+    const size_t per_stream = 3 * MiB + 512 * KiB;
+    CUstream st[2] = {nonblocking, NULL};
+    CK(D.StreamCreate(&st[1], CU_STREAM_NON_BLOCKING));
+    size_t n = t_rand_range(8 * KiB, 16 * KiB), copies = 2 * (per_stream / n), size = copies * n;
+    unsigned char *h = malloc(n), *want = malloc(size);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, size));
+    t_fill(want, size, t_rand());
+    hold_stream(st[0], HOLD_US);
+    hold_stream(st[1], HOLD_US);
+    double t0 = t_now();
+    for (size_t i = 0; i < copies; i++) {
+        memcpy(h, want + i * n, n);
+        CK(D.MemcpyHtoDAsync(d + i * n, h, n, st[i % 2]));
+        t_poison(h, n);
+    }
+    double took = t_now() - t0;
+    if (t_pinfast() && !getenv("PINFAST_BOUNCE") && took > HOLD_US * 0.5e-6)
+        fail_msg("%zu asynchronous H2D of %zu bytes alternating between two busy streams waited %.3f s for the "
+                 "kernels before them",
+                 copies, n, took);
+    if (!t_pinfast() && took < HOLD_US * 0.75e-6)
+        fail_msg("the fake returned from %zu pageable asynchronous H2D of %zu bytes on two busy streams after "
+                 "%.3f s, not waiting past a stream's staging as the driver does",
+                 copies, n, took);
+    CK(D.StreamSynchronize(st[0]));
+    CK(D.StreamSynchronize(st[1]));
+    expect_device(d, want, size, "copies alternating between two busy streams");
+    CK(D.StreamDestroy(st[1]));
+    CK(D.MemFree(d));
+    free(h);
+    free(want);
+}
+
 /* ---- copies over 64 KiB ---------------------------------------------------------- */
 /* The driver takes two pageable copies over 64 KiB behind longer work
  * without waiting, and waits at the third (FAKE_STAGING_LARGE, as the H200:
@@ -556,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_no_wait_behind_kernel),
         cmocka_unit_test(test_idle_stream_passes),
         cmocka_unit_test(test_after_burst_passes),
+        cmocka_unit_test(test_streams_alternate),
         cmocka_unit_test(test_large_behind_kernel),
         cmocka_unit_test(test_large_ask_calls),
         cmocka_unit_test(test_large_idle_passes),

@@ -220,37 +220,66 @@ int pf_bounce_copy(const struct pf_xfer *x, CUresult *result) {
 
 __thread struct pf_passing pf_passing_;
 
-static __thread struct {
-    struct pf_context *c; /* the mark's context, and its id when taken */
+/* A stream's mark: an event of the stream's context. */
+struct mark {
+    struct pf_context *c; /* the event's context, and its id when taken */
     unsigned long long id;
     CUevent ev; /* NULL: none taken */
-    int marked; /* ev recorded on pf_passing_.stream after the copies before `since` */
+    int marked; /* ev recorded on the stream after the copies before its count */
+};
+
+/* The mark of pf_passing_'s stream, and the counts and marks of the last
+ * streams before it: the driver stages each stream's copies apart
+ * (probe_driver_staging's `streams`), so a thread's copies that alternate
+ * between busy streams are counted stream by stream, not afresh at each
+ * switch. */
+#define KEPT_STREAMS 3
+static __thread struct {
+    struct mark now;
+    struct {
+        struct pf_passing count;
+        struct mark mark;
+    } kept[KEPT_STREAMS];
+    unsigned next; /* the kept stream to give its place up next */
 } mine;
 
 static pthread_key_t mark_key;
 static pthread_once_t mark_once = PTHREAD_ONCE_INIT;
 
-/* The mark, destroyed if its context still is (a context takes its events
- * with it): never kept for a wait, as a destroyed one could be. */
-static void mark_drop(void *unused) {
-    (void)unused;
-    if (mine.ev && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id)
-        PF_CALL(cuEventDestroy_v2, mine.ev);
-    mine.ev = NULL;
-    mine.marked = 0;
+/* A mark's event, destroyed if its context still is (a context takes its
+ * events with it): never kept for a wait, as a destroyed one could be. */
+static void mark_drop(struct mark *k) {
+    if (k->ev && __atomic_load_n(&k->c->id, __ATOMIC_ACQUIRE) == k->id)
+        PF_CALL(cuEventDestroy_v2, k->ev);
+    k->ev = NULL;
+    k->marked = 0;
 }
 
-static void mark_key_create(void) { pthread_key_create(&mark_key, mark_drop); }
+/* As the thread ends: every mark's event. */
+static void marks_drop(void *unused) {
+    (void)unused;
+    mark_drop(&mine.now);
+    for (int i = 0; i < KEPT_STREAMS; i++)
+        mark_drop(&mine.kept[i].mark);
+}
+
+static void mark_key_create(void) { pthread_key_create(&mark_key, marks_drop); }
 
 /* The mark is only asked, never waited for: an event without
  * CU_EVENT_BLOCKING_SYNC, which the staging's waits use and whose record
  * and query cost more (probe_large_ask, docs/design.md). */
-static CUresult mark_create(struct pf_context *c) {
+static CUresult mark_create(struct mark *k, struct pf_context *c) {
     int pushed = pf_context_enter(c->handle);
-    CUresult r = PF_CALL(cuEventCreate, &mine.ev, CU_EVENT_DISABLE_TIMING);
+    CUresult r = PF_CALL(cuEventCreate, &k->ev, CU_EVENT_DISABLE_TIMING);
     pf_context_leave(pushed);
-    if (r != CUDA_SUCCESS)
-        mine.ev = NULL;
+    if (r != CUDA_SUCCESS) {
+        k->ev = NULL;
+        return r;
+    }
+    k->c = c;
+    k->id = c->id;
+    pthread_once(&mark_once, mark_key_create);
+    pthread_setspecific(mark_key, &mine);
     return r;
 }
 
@@ -262,44 +291,56 @@ static CUresult mark_create(struct pf_context *c) {
  * pinfast did not see begin, by an entry point it does not know, would be
  * broken by the queries). */
 static int ask(CUstream stream, int large) {
+    struct mark *k = &mine.now;
     CUstreamCaptureStatus cs;
     if (pf_capturing() || PF_CALL(cuStreamIsCapturing, stream, &cs) != CUDA_SUCCESS ||
         cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1;
     CUstreamCaptureMode mode = pf_capture_relax();
-    int marked = mine.marked && __atomic_load_n(&mine.c->id, __ATOMIC_ACQUIRE) == mine.id;
-    CUresult q = marked ? PF_CALL(cuEventQuery, mine.ev) : CUDA_SUCCESS;
+    int marked = k->marked && __atomic_load_n(&k->c->id, __ATOMIC_ACQUIRE) == k->id;
+    CUresult q = marked ? PF_CALL(cuEventQuery, k->ev) : CUDA_SUCCESS;
     if (q == CUDA_ERROR_NOT_READY) {
         pf_capture_restore(mode);
         return 0;
     }
     CUresult idle = large ? PF_CALL(cuStreamQuery, stream) : CUDA_ERROR_NOT_READY;
-    struct pf_context *c = idle != CUDA_ERROR_NOT_READY ? NULL : marked ? mine.c : pf_context_of(stream, 0);
+    struct pf_context *c = idle != CUDA_ERROR_NOT_READY ? NULL : marked ? k->c : pf_context_of(stream, 0);
     if (!c) { /* idle, an error the driver's call answers, or no context */
-        mine.marked = 0;
+        k->marked = 0;
         pf_capture_restore(mode);
         return 1;
     }
-    if (mine.ev && (mine.c != c || mine.id != c->id))
-        mark_drop(NULL);
-    if (!mine.ev && mark_create(c) == CUDA_SUCCESS) {
-        mine.c = c;
-        mine.id = c->id;
-        pthread_once(&mark_once, mark_key_create);
-        pthread_setspecific(mark_key, &mine);
-    }
-    mine.marked = mine.ev && PF_CALL(cuEventRecord, mine.ev, stream) == CUDA_SUCCESS;
+    if (k->ev && (k->c != c || k->id != c->id))
+        mark_drop(k);
+    k->marked = (k->ev || mark_create(k, c) == CUDA_SUCCESS) && PF_CALL(cuEventRecord, k->ev, stream) == CUDA_SUCCESS;
     pf_capture_restore(mode);
     return 1; /* an error of the mark's: the driver's call answers it */
 }
 
+/* m's stream becomes `stream`: its count and mark come back if kept, else
+ * start afresh with the event of the stream kept longest ago (its count is
+ * given up); m's go to the kept. */
+static void switch_stream(struct pf_passing *m, CUstream stream) {
+    int i = 0;
+    while (i < KEPT_STREAMS && mine.kept[i].count.stream != stream)
+        i++;
+    if (i == KEPT_STREAMS) {
+        i = (int)(mine.next++ % KEPT_STREAMS);
+        mine.kept[i].count = (struct pf_passing){.stream = stream};
+        mine.kept[i].mark.marked = 0;
+    }
+    struct pf_passing count = *m;
+    struct mark mark = mine.now;
+    *m = mine.kept[i].count;
+    mine.now = mine.kept[i].mark;
+    mine.kept[i].count = count;
+    mine.kept[i].mark = mark;
+}
+
 int pf_engine_passing_ask(CUstream stream, size_t n) {
     struct pf_passing *m = &pf_passing_;
-    if (m->stream != stream) { /* another stream: nothing known of it */
-        m->stream = stream;
-        mine.marked = m->bouncing = 0;
-        m->since = 0;
-    }
+    if (m->stream != stream)
+        switch_stream(m, stream);
     int large = n > PF_PASS_SMALL;
     size_t charge = large ? 0 : n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
     if (!large && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {

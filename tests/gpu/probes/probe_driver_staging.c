@@ -24,8 +24,11 @@
  * With `streams`, 1 to 4 streams each behind ~SMALL_BUSY_MS of memsets,
  * then on each in turn a burst of 16 KiB copies: whether the driver's
  * staging for such copies is a stream's or the context's (the return time
- * after each stream's burst).
- *   probe_driver_staging [slices | small [N] | streams] */
+ * after each stream's burst).  With `turns`, 2 to 4 streams behind the
+ * same memsets and then copies of 16 KiB to each stream in turn, one at a
+ * time, 2 to 3.5 MiB a stream: whether copies alternating between busy
+ * streams wait (the time until the last returns).
+ *   probe_driver_staging [slices | small [N] | streams | turns] */
 #include <cuda.h>
 #include "../probe.h"
 
@@ -149,8 +152,10 @@ static void small_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdev
 }
 
 /* The `streams` bursts: per stream, bursts of `each` bytes of 16 KiB
- * copies, behind every stream's memsets. */
-static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d, const unsigned char *h) {
+ * copies, behind every stream's memsets; with `turns`, the copies go to the
+ * streams in turn, one at a time, from 2 streams and 2 MiB a stream on. */
+static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d, const unsigned char *h,
+                          int turns) {
     enum { MAX_STREAMS = 4 };
     const size_t n = 16 << 10;
     CUstream st[MAX_STREAMS] = {first};
@@ -158,15 +163,24 @@ static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, C
         CK(cuStreamCreate(&st[k], CU_STREAM_NON_BLOCKING));
     float one_ms;
     int memsets = probe_busy_memsets(first, busy, busy_bytes, SMALL_BUSY_MS, &one_ms);
-    for (int streams = 1; streams <= MAX_STREAMS; streams++)
-        for (size_t each = 1 << 20; each <= (size_t)5 << 19; each += 1 << 19) {
+    for (int streams = turns ? 2 : 1; streams <= MAX_STREAMS; streams++)
+        for (size_t each = (size_t)(turns ? 2 : 1) << 20; each <= (size_t)(turns ? 7 : 5) << 19; each += 1 << 19) {
             double v[REPS][MAX_STREAMS];
             for (int r = 0; r < REPS; r++) {
                 for (int k = 0; k < streams; k++)
                     for (int m = 0; m < memsets; m++)
                         CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st[k]));
                 double t0 = probe_now();
-                for (int k = 0; k < streams; k++) {
+                if (turns) {
+                    for (size_t i = 0; i < each / n; i++)
+                        for (int k = 0; k < streams; k++) {
+                            size_t at = (size_t)k * each + i * n;
+                            CK(cuMemcpyHtoDAsync(d + at, h + at, n, st[k]));
+                        }
+                    for (int k = 0; k < streams; k++)
+                        v[r][k] = (probe_now() - t0) * 1e3;
+                }
+                for (int k = 0; k < streams && !turns; k++) {
                     size_t base = (size_t)k * each;
                     for (size_t i = 0; i < each / n; i++)
                         CK(cuMemcpyHtoDAsync(d + base + i * n, h + base + i * n, n, st[k]));
@@ -175,9 +189,9 @@ static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, C
                 for (int k = 0; k < streams; k++)
                     CK(cuStreamSynchronize(st[k]));
             }
-            printf("{\"probe\":\"driver_staging_streams\",\"streams\":%d,\"each_kib\":%zu,\"busy_ms\":%.1f,"
+            printf("{\"probe\":\"driver_staging_%s\",\"streams\":%d,\"each_kib\":%zu,\"busy_ms\":%.1f,"
                    "\"after_stream_ms\":[",
-                   streams, each >> 10, memsets * one_ms);
+                   turns ? "turns" : "streams", streams, each >> 10, memsets * one_ms);
             for (int k = 0; k < streams; k++) {
                 double col[REPS];
                 for (int r = 0; r < REPS; r++)
@@ -208,8 +222,8 @@ int main(int argc, char **argv) {
         small_bursts(st, busy, busy_bytes, d, h, argc > 2 ? strtoull(argv[2], NULL, 0) : 0);
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "streams")) {
-        stream_bursts(st, busy, busy_bytes, d, h);
+    if (argc > 1 && (!strcmp(argv[1], "streams") || !strcmp(argv[1], "turns"))) {
+        stream_bursts(st, busy, busy_bytes, d, h, !strcmp(argv[1], "turns"));
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "slices")) {
