@@ -176,19 +176,20 @@ static void test_after_burst_passes(void **s)
 }
 
 /* ---- streams in turn ------------------------------------------------------------ */
-/* One thread's copies of 8-16 KiB alternating between two streams, each
+/* One thread's copies of 16 KiB alternating between two streams, each
  * behind a long kernel, 3.5 MiB a stream: more than the driver stages for
  * one stream without waiting (FAKE_STAGING).  Counted a stream at a time,
- * the first 2 MiB of each pass and the rest are bounced: the burst returns
- * before the kernels end, and after them without pinfast.  Counted afresh
- * at each switch, every copy passed and the burst waited. */
+ * the first 2 MiB of each pass and the rest are bounced (192 copies, within
+ * the area's PF_BOUNCE_FENCES): the burst returns before the kernels end,
+ * and after them without pinfast.  Counted afresh at each switch, every
+ * copy passed and the burst waited. */
 static void test_streams_alternate(void **s)
 {
     (void)s;
     const size_t per_stream = 3 * MiB + 512 * KiB;
     CUstream st[2] = {nonblocking, NULL};
     CK(D.StreamCreate(&st[1], CU_STREAM_NON_BLOCKING));
-    size_t n = t_rand_range(8 * KiB, 16 * KiB), copies = 2 * (per_stream / n), size = copies * n;
+    size_t n = 16 * KiB, copies = 2 * (per_stream / n), size = copies * n;
     unsigned char *h = malloc(n), *want = malloc(size);
     CUdeviceptr d;
     CK(D.MemAlloc(&d, size));
@@ -217,6 +218,73 @@ static void test_streams_alternate(void **s)
     CK(D.MemFree(d));
     free(h);
     free(want);
+}
+
+/* Two threads, each a burst of 2 MiB of 16 KiB copies onto one stream
+ * behind a long kernel, started together: 4 MiB, more than the driver
+ * stages for a stream (FAKE_STAGING).  Each counting its share of the
+ * marks' bytes, the bursts return before the kernel ends, and after it
+ * without pinfast.  Each counting the whole, both passed 2 MiB and one of
+ * them waited. */
+struct burster {
+    CUdeviceptr d;
+    const unsigned char *want;
+    pthread_barrier_t *go;
+    double took;
+    int failures;
+};
+
+static void *burster_main(void *arg)
+{
+    struct burster *b = arg;
+    const size_t n = 16 * KiB;
+    t_bind_ctx();
+    unsigned char *h = malloc(n);
+    pthread_barrier_wait(b->go);
+    double t0 = t_now();
+    for (size_t at = 0; at < 2 * MiB; at += n) {
+        memcpy(h, b->want + at, n);
+        b->failures += D.MemcpyHtoDAsync(b->d + at, h, n, nonblocking) != CUDA_SUCCESS;
+        t_poison(h, n);
+    }
+    b->took = t_now() - t0;
+    free(h);
+    return NULL;
+}
+
+static void test_threads_burst(void **s)
+{
+    (void)s;
+    struct burster b[2];
+    pthread_t th[2];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 2);
+    for (int i = 0; i < 2; i++) {
+        b[i] = (struct burster){.want = malloc(2 * MiB), .go = &go};
+        t_fill((unsigned char *)b[i].want, 2 * MiB, t_rand());
+        CK(D.MemAlloc(&b[i].d, 2 * MiB));
+    }
+    hold_stream(nonblocking, HOLD_US);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, burster_main, &b[i]), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    pthread_barrier_destroy(&go);
+    double took = b[0].took > b[1].took ? b[0].took : b[1].took;
+    if (t_pinfast() && !getenv("PINFAST_BOUNCE") && took > HOLD_US * 0.5e-6)
+        fail_msg("two threads' bursts of 2 MiB onto one busy stream: one waited %.3f s for the kernel before them",
+                 took);
+    if (!t_pinfast() && took < HOLD_US * 0.75e-6)
+        fail_msg("the fake returned from two threads' bursts of 2 MiB onto one busy stream after %.3f s, not "
+                 "waiting past the stream's staging as the driver does",
+                 took);
+    CK(D.StreamSynchronize(nonblocking));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(b[i].failures, 0);
+        expect_device(b[i].d, b[i].want, 2 * MiB, "two threads' bursts onto one busy stream");
+        CK(D.MemFree(b[i].d));
+        free((void *)b[i].want);
+    }
 }
 
 /* ---- copies over 64 KiB ---------------------------------------------------------- */
@@ -601,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_idle_stream_passes),
         cmocka_unit_test(test_after_burst_passes),
         cmocka_unit_test(test_streams_alternate),
+        cmocka_unit_test(test_threads_burst),
         cmocka_unit_test(test_large_behind_kernel),
         cmocka_unit_test(test_large_ask_calls),
         cmocka_unit_test(test_large_idle_passes),

@@ -317,6 +317,55 @@ static int ask(CUstream stream, int large) {
     return 1; /* an error of the mark's: the driver's call answers it */
 }
 
+/* The threads that asked about a stream lately, in a slot of a table
+ * hashed by stream: each of them counts its share of the marks' bytes, so
+ * that several bursting onto one busy stream pass no more between them
+ * than one alone (the driver's staging is the stream's).  A hint, read
+ * and written without a lock: a stream that takes another's slot, or a
+ * thread counted once too few, only moves a mark. */
+#define SHARE_SLOTS 64
+#define SHARERS 4
+#define SHARE_RECENT_NS 20000000ull /* a burst's thread asks every few ms */
+static struct {
+    CUstream stream;
+    struct {
+        const void *who; /* the thread's pf_passing_ */
+        uint64_t at;     /* when it last asked, pf_now_ns */
+    } seen[SHARERS];
+} __attribute__((aligned(64))) shares[SHARE_SLOTS];
+
+/* This thread's share of PF_PASS_MARK_EVERY on `stream`, the thread
+ * noted in the stream's slot as asking now. */
+static size_t share_of(CUstream stream) {
+    uintptr_t h = (uintptr_t)stream;
+    h ^= h >> 17, h *= 0x9e3779b97f4a7c15ull;
+    __typeof__(&shares[0]) s = &shares[(h >> 32) % SHARE_SLOTS];
+    const void *me = &pf_passing_;
+    uint64_t now = pf_now_ns();
+    if (__atomic_load_n(&s->stream, __ATOMIC_RELAXED) != stream) {
+        __atomic_store_n(&s->stream, stream, __ATOMIC_RELAXED);
+        for (int i = 0; i < SHARERS; i++)
+            __atomic_store_n(&s->seen[i].who, NULL, __ATOMIC_RELAXED);
+    }
+    int own = -1, oldest = 0;
+    unsigned threads = 1;
+    uint64_t oldest_at = UINT64_MAX;
+    for (int i = 0; i < SHARERS; i++) {
+        const void *who = __atomic_load_n(&s->seen[i].who, __ATOMIC_RELAXED);
+        uint64_t at = who ? __atomic_load_n(&s->seen[i].at, __ATOMIC_RELAXED) : 0;
+        if (who == me)
+            own = i;
+        else if (who && now - at < SHARE_RECENT_NS)
+            threads++;
+        if (at < oldest_at)
+            oldest = i, oldest_at = at;
+    }
+    int i = own >= 0 ? own : oldest;
+    __atomic_store_n(&s->seen[i].at, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->seen[i].who, me, __ATOMIC_RELAXED);
+    return PF_PASS_MARK_EVERY / threads;
+}
+
 /* m's stream becomes `stream`: its count and mark come back if kept, else
  * start afresh with the event of the stream kept longest ago (its count is
  * given up); m's go to the kept. */
@@ -326,7 +375,7 @@ static void switch_stream(struct pf_passing *m, CUstream stream) {
         i++;
     if (i == KEPT_STREAMS) {
         i = (int)(mine.next++ % KEPT_STREAMS);
-        mine.kept[i].count = (struct pf_passing){.stream = stream};
+        mine.kept[i].count = (struct pf_passing){.stream = stream, .every = share_of(stream)};
         mine.kept[i].mark.marked = 0;
     }
     struct pf_passing count = *m;
@@ -343,13 +392,14 @@ int pf_engine_passing_ask(CUstream stream, size_t n) {
         switch_stream(m, stream);
     int large = n > PF_PASS_SMALL;
     size_t charge = large ? 0 : n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
-    if (!large && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY) {
+    if (!large && !m->bouncing && m->since + charge <= m->every) {
         m->since += charge;
         return 1;
     }
     int room = ask(stream, large);
     m->bouncing = !room;
     m->since = charge;
+    m->every = share_of(stream);
     return room;
 }
 

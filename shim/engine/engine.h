@@ -29,17 +29,19 @@ int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
  * is told): 1, and it passes through; 0 where its own staging may be full
  * (a burst behind longer work), and it is bounced.  Inline for copies up
  * to PF_PASS_SMALL: on a stream that keeps up, no driver call but once
- * every PF_PASS_MARK_EVERY bytes of this thread's copies, each counted as
- * at least PF_PASS_CHARGE_MIN (a copy costs the driver's staging more than
- * its bytes; docs/design.md, "The bounce area", says why not more).  A
- * larger copy takes one of the driver's two places for such copies, and
- * is asked about each time. */
+ * every PF_PASS_MARK_EVERY bytes of this thread's copies (shared out
+ * among the threads copying to the stream), each counted as at least
+ * PF_PASS_CHARGE_MIN (a copy costs the driver's staging more than its
+ * bytes; docs/design.md, "The bounce area", says why not more).  A larger
+ * copy takes one of the driver's two places for such copies, and is asked
+ * about each time. */
 #define PF_PASS_MARK_EVERY ((size_t)1 << 20)
 #define PF_PASS_CHARGE_MIN ((size_t)256)
 #define PF_PASS_SMALL ((size_t)64 << 10)
 struct pf_passing {
     CUstream stream;
     size_t since; /* counted since the last mark, or since it was last asked */
+    size_t every; /* this thread's share of PF_PASS_MARK_EVERY on the stream */
     int bouncing; /* the mark was not over when last asked */
 };
 extern __thread struct pf_passing pf_passing_;
@@ -48,7 +50,7 @@ static inline int pf_engine_driver_has_room(CUstream stream, size_t n) {
     struct pf_passing *m = &pf_passing_;
     size_t charge = n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
     if (__builtin_expect(
-            n <= PF_PASS_SMALL && m->stream == stream && !m->bouncing && m->since + charge <= PF_PASS_MARK_EVERY, 1)) {
+            n <= PF_PASS_SMALL && m->stream == stream && !m->bouncing && m->since + charge <= m->every, 1)) {
         m->since += charge;
         return 1;
     }

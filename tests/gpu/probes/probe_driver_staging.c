@@ -27,11 +27,15 @@
  * after each stream's burst).  With `turns`, 2 to 4 streams behind the
  * same memsets and then copies of 16 KiB to each stream in turn, one at a
  * time, 2 to 3.5 MiB a stream: whether copies alternating between busy
- * streams wait (the time until the last returns).
- *   probe_driver_staging [slices | small [N] | streams | turns] */
+ * streams wait (the time until the last returns).  With `threads`, 1 to 4
+ * threads, each with a burst of 16 KiB copies of 1 to 2 MiB onto one
+ * stream behind the memsets, started together: the time until the last
+ * thread's calls return.
+ *   probe_driver_staging [slices | small [N] | streams | turns | threads] */
 #include <cuda.h>
 #include "../probe.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #define REPS 7
@@ -203,6 +207,68 @@ static void stream_bursts(CUstream first, CUdeviceptr busy, size_t busy_bytes, C
         }
 }
 
+/* One thread of the `threads` bursts. */
+struct burster {
+    CUcontext ctx;
+    CUstream st;
+    CUdeviceptr d;
+    const unsigned char *h;
+    size_t each;
+    pthread_barrier_t *go;
+    double t0, end; /* when the burst began (the barrier passed) and ended */
+};
+
+static void *burster_main(void *arg) {
+    struct burster *b = arg;
+    const size_t n = 16 << 10;
+    CK(cuCtxSetCurrent(b->ctx));
+    pthread_barrier_wait(b->go);
+    b->t0 = probe_now();
+    for (size_t i = 0; i < b->each / n; i++)
+        CK(cuMemcpyHtoDAsync(b->d + i * n, b->h + i * n, n, b->st));
+    b->end = probe_now();
+    return NULL;
+}
+
+/* The `threads` bursts: `threads` threads, each `each` bytes of 16 KiB
+ * copies onto st behind its memsets, from and to regions of their own. */
+static void thread_bursts(CUstream st, CUdeviceptr busy, size_t busy_bytes, CUdeviceptr d, const unsigned char *h) {
+    enum { MAX_THREADS = 4 };
+    float one_ms;
+    int memsets = probe_busy_memsets(st, busy, busy_bytes, SMALL_BUSY_MS, &one_ms);
+    CUcontext ctx;
+    CK(cuCtxGetCurrent(&ctx));
+    for (int threads = 1; threads <= MAX_THREADS; threads++)
+        for (size_t each = 1 << 20; each <= (size_t)2 << 20; each += 1 << 19) {
+            double v[REPS];
+            for (int r = 0; r < REPS; r++) {
+                for (int m = 0; m < memsets; m++)
+                    CK(cuMemsetD32Async(busy, (unsigned)r, busy_bytes / 4, st));
+                pthread_barrier_t go;
+                pthread_barrier_init(&go, NULL, (unsigned)threads);
+                struct burster b[MAX_THREADS];
+                pthread_t t[MAX_THREADS];
+                for (int k = 0; k < threads; k++) {
+                    b[k] = (struct burster){ctx, st, d + (size_t)k * each, h + (size_t)k * each, each, &go, 0, 0};
+                    pthread_create(&t[k], NULL, burster_main, &b[k]);
+                }
+                double t0 = 0, end = 0;
+                for (int k = 0; k < threads; k++) {
+                    pthread_join(t[k], NULL);
+                    t0 = k && t0 < b[k].t0 ? t0 : b[k].t0;
+                    end = end > b[k].end ? end : b[k].end;
+                }
+                pthread_barrier_destroy(&go);
+                v[r] = (end - t0) * 1e3;
+                CK(cuStreamSynchronize(st));
+            }
+            printf("{\"probe\":\"driver_staging_threads\",\"threads\":%d,\"each_kib\":%zu,\"busy_ms\":%.1f,"
+                   "\"return_ms\":%.3f}\n",
+                   threads, each >> 10, memsets * one_ms, probe_median(v, REPS));
+            fflush(stdout);
+        }
+}
+
 int main(int argc, char **argv) {
     static const size_t sizes[] = {16 << 10, 64 << 10, 96 << 10, 128 << 10, 256 << 10, 512 << 10};
     static const int bursts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
@@ -224,6 +290,10 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && (!strcmp(argv[1], "streams") || !strcmp(argv[1], "turns"))) {
         stream_bursts(st, busy, busy_bytes, d, h, !strcmp(argv[1], "turns"));
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "threads")) {
+        thread_bursts(st, busy, busy_bytes, d, h);
         return 0;
     }
     if (argc > 1 && !strcmp(argv[1], "slices")) {
