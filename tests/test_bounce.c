@@ -287,6 +287,43 @@ static void test_threads_burst(void **s)
     }
 }
 
+/* Two bursts of 1200 copies of 4 KiB behind a long kernel: past the 2 MiB
+ * that pass, more than the area's first PF_BOUNCE_FENCES_STEP fences are
+ * wanted, and the copies past them pass on into the driver's staging,
+ * which is full at 768 (FAKE_STAGING).  The first burst may wait, as it
+ * does without pinfast; the area then makes more fences, and the second
+ * returns before the kernel ends.  With the fences fixed at 256, the
+ * second waited too. */
+static void test_fences_grow(void **s)
+{
+    (void)s;
+    const size_t n = 4 * KiB, copies = 1200;
+    unsigned char *h = malloc(n);
+    CUdeviceptr d;
+    CK(D.MemAlloc(&d, copies * n));
+    t_fill(h, n, t_rand());
+    double took[2];
+    for (int round = 0; round < 2; round++) {
+        hold_stream(nonblocking, HOLD_US);
+        double t0 = t_now();
+        for (size_t i = 0; i < copies; i++)
+            CK(D.MemcpyHtoDAsync(d + i * n, h, n, nonblocking));
+        took[round] = t_now() - t0;
+        CK(D.StreamSynchronize(nonblocking));
+    }
+    if (t_pinfast() && !getenv("PINFAST_BOUNCE") && took[1] > HOLD_US * 0.5e-6)
+        fail_msg("a second burst of %zu copies of %zu bytes behind a kernel waited %.3f s for it (the first: %.3f s): "
+                 "the bounce area made no more fences",
+                 copies, n, took[1], took[0]);
+    if (!t_pinfast() && took[1] < HOLD_US * 0.75e-6)
+        fail_msg("the fake returned from %zu pageable asynchronous H2D of %zu bytes behind a kernel after %.3f s, "
+                 "not waiting past its staging as the driver does",
+                 copies, n, took[1]);
+    expect_device(d + (copies - 1) * n, h, n, "the last copy of a burst");
+    CK(D.MemFree(d));
+    free(h);
+}
+
 /* ---- copies over 64 KiB ---------------------------------------------------------- */
 /* The driver takes two pageable copies over 64 KiB behind longer work
  * without waiting, and waits at the third (FAKE_STAGING_LARGE, as the H200:
@@ -670,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_after_burst_passes),
         cmocka_unit_test(test_streams_alternate),
         cmocka_unit_test(test_threads_burst),
+        cmocka_unit_test(test_fences_grow),
         cmocka_unit_test(test_large_behind_kernel),
         cmocka_unit_test(test_large_ask_calls),
         cmocka_unit_test(test_large_idle_passes),

@@ -29,26 +29,40 @@ static int warned;
  * bounce (copies, event records, pointer queries) is allowed beside any
  * capture, and most bounces make none of these calls. */
 
-/* The ring and its events, in ctx, on its first bounce (lock held).  The
- * size is the option's, halved until the driver agrees. */
+/* PF_BOUNCE_FENCES_STEP more fences, in ctx (lock held, no fence in
+ * flight: the ring's length changes); all or none.  1 when made. */
+static int fences_grow(struct pf_bounce *b, CUcontext ctx) {
+    CUstreamCaptureMode mode = pf_capture_relax();
+    int pushed = pf_context_enter(ctx);
+    unsigned k = b->nfences, end = b->nfences + PF_BOUNCE_FENCES_STEP;
+    while (k < end && PF_CALL(cuEventCreate, &b->fences[k].ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)
+        k++;
+    if (k < end)
+        while (k > b->nfences)
+            PF_CALL(cuEventDestroy_v2, b->fences[--k].ev);
+    pf_context_leave(pushed);
+    pf_capture_restore(mode);
+    if (k < end)
+        return 0;
+    b->nfences = end;
+    b->first = 0;
+    return 1;
+}
+
+/* The ring and its first fences, in ctx, on its first bounce (lock held).
+ * The size is the option's, halved until the driver agrees. */
 static void make(struct pf_bounce *b, CUcontext ctx) {
     size_t size = pf_options()->bounce & ~(size_t)(ALIGN - 1);
     CUstreamCaptureMode mode = pf_capture_relax();
     int pushed = pf_context_enter(ctx);
     while (size >= ALIGN && !pf_pinned_make(&b->area, size))
         size = size / 2 & ~(size_t)(ALIGN - 1);
-    int k = 0;
-    while (b->area.mem && k < PF_BOUNCE_FENCES &&
-           PF_CALL(cuEventCreate, &b->fences[k].ev, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS)
-        k++;
-    if (k < PF_BOUNCE_FENCES) { /* all or nothing: the fences are used round the ring */
-        while (k--)
-            PF_CALL(cuEventDestroy_v2, b->fences[k].ev);
+    pf_context_leave(pushed);
+    pf_capture_restore(mode);
+    if (b->area.mem && !fences_grow(b, ctx)) {
         pf_pinned_free(&b->area);
         pf_msg_once(warned, PF_WARNING, "could not pin a bounce area; small asynchronous H2D copies pass through");
     }
-    pf_context_leave(pushed);
-    pf_capture_restore(mode);
     b->size = b->area.mem ? size : 0;
     b->tried = 1;
     if (b->area.mem)
@@ -61,7 +75,7 @@ static void make(struct pf_bounce *b, CUcontext ctx) {
 #define RECLAIM_QUERIES 8
 
 static struct pf_bounce_fence *fence(struct pf_bounce *b, unsigned i) {
-    return &b->fences[(b->first + i) % PF_BOUNCE_FENCES];
+    return &b->fences[(b->first + i) % b->nfences];
 }
 
 /* How many of the oldest fences were recorded in the order they were
@@ -81,7 +95,7 @@ static unsigned in_order(struct pf_bounce *b) {
 
 static void give_back(struct pf_bounce *b, unsigned n) {
     b->tail = fence(b, n - 1)->end;
-    b->first = (b->first + n) % PF_BOUNCE_FENCES;
+    b->first = (b->first + n) % b->nfences;
     b->count -= n;
 }
 
@@ -132,24 +146,32 @@ static void reclaim(struct pf_bounce *b) {
 
 /* Space for len bytes and a fence after them, at the ring's end or, where
  * they would straddle it, at its start; NULL when there is none (lock
- * held).  Completed fences are asked for only then: a driver call each. */
-static struct pf_bounce_fence *take(struct pf_bounce *b, size_t len, uint64_t *at) {
+ * held).  Completed fences are asked for only then: a driver call each.
+ * A burst that found every fence in flight gets more for the next, made
+ * once none is (the ring's length changes), up to PF_BOUNCE_FENCES. */
+static struct pf_bounce_fence *take(struct pf_bounce *b, CUcontext ctx, size_t len, uint64_t *at) {
     for (int tries = 0;; tries++) {
+        if (!b->count && b->short_of_fences && b->nfences < PF_BOUNCE_FENCES) {
+            fences_grow(b, ctx);
+            b->short_of_fences = 0;
+        }
         if (!b->count) /* nothing in flight: start from the ring's start */
             b->head = b->tail = 0;
         uint64_t p = b->head;
         size_t off = p % b->size;
         if (off + len > b->size)
             p += b->size - off;
-        if (b->count < PF_BOUNCE_FENCES && p + len - b->tail <= b->size) {
-            struct pf_bounce_fence *f = &b->fences[(b->first + b->count++) % PF_BOUNCE_FENCES];
+        if (b->count < b->nfences && p + len - b->tail <= b->size) {
+            struct pf_bounce_fence *f = &b->fences[(b->first + b->count++) % b->nfences];
             __atomic_store_n(&f->state, FILLING, __ATOMIC_RELAXED);
             f->end = b->head = p + len;
             *at = p;
             return f;
         }
-        if (tries)
+        if (tries) {
+            b->short_of_fences |= b->count == b->nfences;
             return NULL;
+        }
         reclaim(b);
     }
 }
@@ -166,7 +188,7 @@ int pf_bounce_copy(const struct pf_xfer *x, CUresult *result) {
     if (!b->tried)
         make(b, c->handle);
     if (b->area.mem && len <= b->size)
-        f = take(b, len, &at);
+        f = take(b, c->handle, len, &at);
     char *mem = b->area.mem;
     size_t size = b->size;
     pthread_mutex_unlock(&b->lock);

@@ -11,7 +11,11 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#define PF_BOUNCE_FENCES 256 /* copies a context may have in flight through its area */
+/* Copies a context may have in flight through its area: fences made
+ * PF_BOUNCE_FENCES_STEP at a time, the first with the area, more where a
+ * burst ran out of them (bounce.c). */
+#define PF_BOUNCE_FENCES 1024
+#define PF_BOUNCE_FENCES_STEP 256
 
 struct pf_bounce_fence {
     CUevent ev;
@@ -33,6 +37,8 @@ struct pf_bounce {
     size_t size;           /* the ring's, within the area */
     uint64_t head, tail;
     unsigned first, count;
+    unsigned nfences; /* made: the ring of fences is the first nfences */
+    int short_of_fences; /* a copy found them all in flight */
     struct pf_bounce_fence fences[PF_BOUNCE_FENCES];
 };
 
