@@ -37,7 +37,7 @@ struct pf_bounce {
     size_t size;           /* the ring's, within the area */
     uint64_t head, tail;
     unsigned first, count;
-    unsigned nfences; /* made: the ring of fences is the first nfences */
+    unsigned nfences;    /* made: the ring of fences is the first nfences */
     int short_of_fences; /* a copy found them all in flight */
     struct pf_bounce_fence fences[PF_BOUNCE_FENCES];
 };

@@ -49,8 +49,8 @@ int pf_engine_passing_ask(CUstream stream, size_t n);
 static inline int pf_engine_driver_has_room(CUstream stream, size_t n) {
     struct pf_passing *m = &pf_passing_;
     size_t charge = n > PF_PASS_CHARGE_MIN ? n : PF_PASS_CHARGE_MIN;
-    if (__builtin_expect(
-            n <= PF_PASS_SMALL && m->stream == stream && !m->bouncing && m->since + charge <= m->every, 1)) {
+    if (__builtin_expect(n <= PF_PASS_SMALL && m->stream == stream && !m->bouncing && m->since + charge <= m->every,
+                         1)) {
         m->since += charge;
         return 1;
     }
