@@ -25,7 +25,7 @@ int pf_engine_copy(const struct pf_xfer *x, CUresult *result, const struct pf_ti
 int pf_engine_bounce(const struct pf_xfer *x, CUresult *result);
 
 /* Whether the driver would take a small asynchronous pageable H2D of n
- * bytes on `stream` without waiting for the stream (bounce.c says how it
+ * bytes on `stream` without waiting for the stream (passing.c says how it
  * is told): 1, and it passes through; 0 where its own staging may be full
  * (a burst behind longer work), and it is bounced.  Inline for copies up
  * to PF_PASS_SMALL: on a stream that keeps up, no driver call but once
