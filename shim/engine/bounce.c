@@ -151,10 +151,8 @@ static void reclaim(struct pf_bounce *b) {
  * once none is (the ring's length changes), up to PF_BOUNCE_FENCES. */
 static struct pf_bounce_fence *take(struct pf_bounce *b, CUcontext ctx, size_t len, uint64_t *at) {
     for (int tries = 0;; tries++) {
-        if (!b->count && b->short_of_fences && b->nfences < PF_BOUNCE_FENCES) {
-            fences_grow(b, ctx);
-            b->short_of_fences = 0;
-        }
+        if (!b->count && b->short_of_fences > 0 && b->nfences < PF_BOUNCE_FENCES)
+            b->short_of_fences = fences_grow(b, ctx) ? 0 : -1;
         if (!b->count) /* nothing in flight: start from the ring's start */
             b->head = b->tail = 0;
         uint64_t p = b->head;
@@ -169,7 +167,8 @@ static struct pf_bounce_fence *take(struct pf_bounce *b, CUcontext ctx, size_t l
             return f;
         }
         if (tries) {
-            b->short_of_fences |= b->count == b->nfences;
+            if (!b->short_of_fences && b->count == b->nfences)
+                b->short_of_fences = 1;
             return NULL;
         }
         reclaim(b);

@@ -38,7 +38,7 @@ struct pf_bounce {
     uint64_t head, tail;
     unsigned first, count;
     unsigned nfences;    /* made: the ring of fences is the first nfences */
-    int short_of_fences; /* a copy found them all in flight */
+    int short_of_fences; /* a copy found them all in flight; -1: the driver made no more */
     struct pf_bounce_fence fences[PF_BOUNCE_FENCES];
 };
 
