@@ -132,7 +132,7 @@ static int ask(CUstream stream, int large) {
  * thread counted once too few, only moves a mark. */
 #define SHARE_SLOTS 64
 #define SHARERS 4
-#define SHARE_RECENT_NS 20000000ull /* a burst's thread asks every few ms */
+#define SHARE_RECENT_NS 100000000ull /* a thread bursting asks every few ms */
 static struct {
     CUstream stream;
     struct {
